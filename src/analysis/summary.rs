@@ -1,0 +1,405 @@
+//! `leakscope summary`: what is in the file, per device and in total.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, flags};
+use crate::replay;
+
+/// JSON schema name of [`Summary`].
+pub const SCHEMA: &str = "leakscope.summary/1";
+
+/// How the file was written and by whom.
+#[derive(Clone, Debug, Serialize)]
+pub struct FormatInfo {
+    /// `pickle`, `json` or `msgpack`.
+    pub container: String,
+    /// Pickle protocol (null for JSON, or protocols 0/1 which have no PROTO).
+    pub pickle_protocol: Option<u8>,
+    /// `cpython` or `torch-cpp` (torch's C++ pickler); null when not a pickle.
+    pub pickle_style: Option<String>,
+    /// `none`, `gzip` or `zstd`.
+    pub compression: String,
+    /// `cuda` or `npu` (torch_npu).
+    pub producer: String,
+    /// `dict` or `segment-list`.
+    pub layout: String,
+    /// The PyTorch version range the keys point to.
+    pub era: String,
+}
+
+/// Byte and count totals (for one device or all).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Number of segments.
+    pub segments: u64,
+    /// Number of blocks.
+    pub blocks: u64,
+    /// Blocks still held by the program (allocated or pending free).
+    pub active_blocks: u64,
+    /// Σ segment `total_size`.
+    pub reserved_bytes: u64,
+    /// Σ block `size` over `active_allocated` blocks.
+    pub allocated_bytes: u64,
+    /// Σ block `requested_size` over `active_allocated` blocks.
+    pub requested_bytes: u64,
+    /// Σ block `size` over active blocks (allocated or pending free).
+    pub active_bytes: u64,
+    /// `allocated_bytes - requested_bytes`: what rounding to block sizes costs.
+    pub rounding_overhead_bytes: u64,
+    /// `reserved_bytes - active_bytes`: cached but free.
+    pub cached_free_bytes: u64,
+    /// Blocks per state string.
+    pub blocks_by_state: BTreeMap<String, u64>,
+    /// Trace events.
+    pub trace_events: u64,
+    /// Trace events per action.
+    pub actions: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    fn add(&mut self, o: &Totals) {
+        self.segments += o.segments;
+        self.blocks += o.blocks;
+        self.active_blocks += o.active_blocks;
+        self.reserved_bytes += o.reserved_bytes;
+        self.allocated_bytes += o.allocated_bytes;
+        self.requested_bytes += o.requested_bytes;
+        self.active_bytes += o.active_bytes;
+        self.rounding_overhead_bytes += o.rounding_overhead_bytes;
+        self.cached_free_bytes += o.cached_free_bytes;
+        self.trace_events += o.trace_events;
+        for (k, v) in &o.blocks_by_state {
+            *self.blocks_by_state.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.actions {
+            *self.actions.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// One device.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceSummary {
+    /// Device index.
+    pub device: i64,
+    /// Totals of this device.
+    #[serde(flatten)]
+    pub totals: Totals,
+    /// Earliest `time_us` in the trace.
+    pub first_time_us: Option<i64>,
+    /// Latest `time_us` in the trace.
+    pub last_time_us: Option<i64>,
+    /// Frees whose allocation the trace does not hold.
+    pub unmatched_frees: u64,
+    /// Segment frees/unmaps with no earlier segment alloc/map.
+    pub unmatched_segment_frees: u64,
+    /// Active blocks allocated before the trace began.
+    pub pre_trace_blocks: u64,
+    /// Whether this device's trace misses part of the history.
+    pub wrapped: bool,
+}
+
+/// Trace coverage over all devices.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceInfo {
+    /// The trace does not hold the whole history: the ring buffer wrapped or recording
+    /// started late (frees with no alloc, or live blocks with no alloc), or the file says
+    /// the buffer overflowed.
+    pub wrapped: bool,
+    /// `trace_alloc_overflowed` when the file has it (2026).
+    pub overflowed: Option<bool>,
+    /// Σ unmatched frees.
+    pub unmatched_frees: u64,
+    /// Σ unmatched segment frees.
+    pub unmatched_segment_frees: u64,
+    /// Σ pre-trace blocks.
+    pub pre_trace_blocks: u64,
+    /// Earliest `time_us`.
+    pub first_time_us: Option<i64>,
+    /// Latest `time_us`.
+    pub last_time_us: Option<i64>,
+    /// Whether events carry `time_us` (≥ 2.2, not torch_npu).
+    pub has_time_us: bool,
+}
+
+/// Frame interning figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameInfo {
+    /// Distinct frames.
+    pub unique_frames: u64,
+    /// Distinct non-empty stacks.
+    pub unique_stacks: u64,
+}
+
+/// The `summary` report (`leakscope.summary/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Schema name and version.
+    pub schema: &'static str,
+    /// The file summarized.
+    pub file: String,
+    /// Encoding.
+    pub format: FormatInfo,
+    /// All devices together.
+    pub totals: TotalsWithDevices,
+    /// Per device, by index.
+    pub devices: Vec<DeviceSummary>,
+    /// Trace coverage.
+    pub trace: TraceInfo,
+    /// Frames.
+    pub frames: FrameInfo,
+    /// Number of `external_annotations` entries.
+    pub annotations: u64,
+    /// Distinct annotation names with their START counts, most frequent first (at most 20).
+    pub annotation_names: Vec<(String, u64)>,
+    /// Top-level keys in file order.
+    pub top_keys: Vec<String>,
+    /// What the loader skipped or could not interpret.
+    pub warnings: Vec<String>,
+}
+
+/// Totals plus the device count.
+#[derive(Clone, Debug, Serialize)]
+pub struct TotalsWithDevices {
+    /// Number of devices.
+    pub devices: u64,
+    /// The sums.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
+    let mut t = Totals {
+        segments: dev.segments.len() as u64,
+        ..Default::default()
+    };
+    for s in &dev.segments {
+        t.reserved_bytes += s.total_size;
+        for b in &s.blocks {
+            t.blocks += 1;
+            *t.blocks_by_state
+                .entry(b.state.as_str().to_string())
+                .or_default() += 1;
+            if b.state.is_active() {
+                t.active_blocks += 1;
+                t.active_bytes += b.size;
+            }
+            if b.state == BlockState::ActiveAllocated {
+                t.allocated_bytes += b.size;
+                t.requested_bytes += b.requested_size.unwrap_or(b.size);
+            }
+        }
+    }
+    t.rounding_overhead_bytes = t.allocated_bytes.saturating_sub(t.requested_bytes);
+    t.cached_free_bytes = t.reserved_bytes.saturating_sub(t.active_bytes);
+    let tr = dev.trace;
+    t.trace_events = tr.len() as u64;
+    let mut counts = vec![0u64; snap.actions.len()];
+    for a in &tr.action {
+        counts[a.0 as usize] += 1;
+    }
+    for (code, n) in counts.into_iter().enumerate() {
+        if n > 0 {
+            t.actions
+                .insert(snap.actions.name(Action(code as u8)).to_string(), n);
+        }
+    }
+    t
+}
+
+fn time_range(dev: &DeviceView, snap: &Snapshot) -> (Option<i64>, Option<i64>) {
+    let t = dev.trace;
+    let mut lo = None::<i64>;
+    let mut hi = None::<i64>;
+    for i in 0..t.len() {
+        if snap.meta(t.meta[i]).has(flags::TIME) {
+            let v = t.time_us[i];
+            lo = Some(lo.map_or(v, |x| x.min(v)));
+            hi = Some(hi.map_or(v, |x| x.max(v)));
+        }
+    }
+    (lo, hi)
+}
+
+/// Guesses the producer: torch_npu orders `segment_pool_id` before `segment_type` and
+/// is the only one with `workspace_snapshot` entries.
+pub fn producer(snap: &Snapshot) -> &'static str {
+    let npu_action = snap
+        .all_traces()
+        .any(|t| t.action.contains(&Action::WORKSPACE_SNAPSHOT));
+    if npu_action || snap.segments.iter().any(|s| s.npu_key_order) {
+        "npu"
+    } else {
+        "cuda"
+    }
+}
+
+/// Guesses the PyTorch version range from the keys present.
+pub fn era(snap: &Snapshot) -> String {
+    if snap.layout == Layout::SegmentList {
+        return "torch.cuda.memory_snapshot() segment list (any version)".into();
+    }
+    let any_meta = |f: &dyn Fn(&crate::model::EventMeta) -> bool| snap.metas.iter().any(f);
+    if producer(snap) == "npu" {
+        return if snap.segments.iter().any(|s| s.pool_id.is_some()) {
+            "torch_npu (2.3 or later layout)".into()
+        } else {
+            "torch_npu".into()
+        };
+    }
+    if snap
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .any(|b| b.history.is_some())
+    {
+        return "torch 2.0 (block history)".into();
+    }
+    if snap.host_traces.is_some()
+        || snap.host_segments.is_some()
+        || any_meta(&|m| m.pool_id.is_some())
+        || snap
+            .all_traces()
+            .any(|t| t.action.contains(&Action::ANNOTATE))
+    {
+        return "torch 2.11 or main (2026)".into();
+    }
+    if any_meta(&|m| m.user_metadata.is_some()) {
+        return "torch 2.10 or later".into();
+    }
+    let graph_key = snap
+        .allocator_settings
+        .as_ref()
+        .and_then(|s| s.get("graph_capture_record_stream_reuse"))
+        .is_some();
+    if any_meta(&|m| m.compile_context.is_some()) || graph_key {
+        return "torch 2.8 to 2.9".into();
+    }
+    if snap.external_annotations.is_some() || snap.allocator_settings.is_some() {
+        return "torch 2.3 to 2.7".into();
+    }
+    if any_meta(&|m| m.has(flags::TIME)) {
+        return "torch 2.2".into();
+    }
+    if snap.all_traces().any(|t| !t.is_empty()) {
+        return "torch 2.1".into();
+    }
+    "torch 2.1 or later (no trace to date it)".into()
+}
+
+fn overflowed(snap: &Snapshot) -> Option<bool> {
+    let key = "trace_alloc_overflowed";
+    snap.extra
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.as_bool())
+        .or_else(|| {
+            snap.allocator_settings
+                .as_ref()
+                .and_then(|s| s.get(key))
+                .and_then(|v| v.as_bool())
+        })
+}
+
+/// Computes the summary of `snap`, read from `file`.
+pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
+    let mut all = Totals::default();
+    let mut devices = Vec::new();
+    for dev in snap.devices() {
+        let t = device_totals(&dev, snap);
+        all.add(&t);
+        let cov = replay::coverage(&dev);
+        let (first, last) = time_range(&dev, snap);
+        let wrapped =
+            !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
+        devices.push(DeviceSummary {
+            device: dev.device,
+            totals: t,
+            first_time_us: first,
+            last_time_us: last,
+            unmatched_frees: cov.unmatched_frees,
+            unmatched_segment_frees: cov.unmatched_segment_frees,
+            pre_trace_blocks: cov.pre_trace_blocks,
+            wrapped,
+        });
+    }
+    let overflowed = overflowed(snap);
+    let trace = TraceInfo {
+        wrapped: devices.iter().any(|d| d.wrapped) || overflowed == Some(true),
+        overflowed,
+        unmatched_frees: devices.iter().map(|d| d.unmatched_frees).sum(),
+        unmatched_segment_frees: devices.iter().map(|d| d.unmatched_segment_frees).sum(),
+        pre_trace_blocks: devices.iter().map(|d| d.pre_trace_blocks).sum(),
+        first_time_us: devices.iter().filter_map(|d| d.first_time_us).min(),
+        last_time_us: devices.iter().filter_map(|d| d.last_time_us).max(),
+        has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),
+    };
+    let used_stacks = used_nonempty_stacks(snap);
+    let mut used_frames: HashSet<u32> = HashSet::new();
+    for s in &used_stacks {
+        used_frames.extend(snap.stacks.get(*s).iter().map(|f| f.0));
+    }
+    let anns = snap.external_annotations.as_deref().unwrap_or(&[]);
+    let mut names: BTreeMap<String, u64> = BTreeMap::new();
+    for a in anns {
+        if a.stage.as_deref() != Some("END") {
+            *names.entry(a.name.clone().unwrap_or_default()).or_default() += 1;
+        }
+    }
+    let mut annotation_names: Vec<(String, u64)> = names.into_iter().collect();
+    annotation_names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    annotation_names.truncate(20);
+    Summary {
+        schema: SCHEMA,
+        file: file.to_string(),
+        format: FormatInfo {
+            container: snap.format.container.clone(),
+            pickle_protocol: snap.format.pickle_protocol,
+            pickle_style: snap.format.pickle_style.clone(),
+            compression: snap.format.compression.clone(),
+            producer: producer(snap).into(),
+            layout: match snap.layout {
+                Layout::Dict => "dict",
+                Layout::SegmentList => "segment-list",
+            }
+            .into(),
+            era: era(snap),
+        },
+        totals: TotalsWithDevices {
+            devices: devices.len() as u64,
+            totals: all,
+        },
+        devices,
+        trace,
+        frames: FrameInfo {
+            unique_frames: used_frames.len() as u64,
+            unique_stacks: used_stacks.len() as u64,
+        },
+        annotations: anns.len() as u64,
+        annotation_names,
+        top_keys: snap.top_keys.clone(),
+        warnings: snap.warnings.clone(),
+    }
+}
+
+/// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so
+/// distinct ids are distinct stacks).
+fn used_nonempty_stacks(snap: &Snapshot) -> HashSet<crate::model::StackId> {
+    let mut used = HashSet::new();
+    for t in snap.all_traces() {
+        used.extend(t.stack.iter().copied());
+    }
+    for s in &snap.segments {
+        used.extend(s.stack);
+        for b in &s.blocks {
+            used.extend(b.stack);
+            for h in b.history.iter().flatten() {
+                used.extend(h.stack);
+            }
+        }
+    }
+    used.retain(|s| !snap.stacks.get(*s).is_empty());
+    used
+}

@@ -1,0 +1,131 @@
+//! Typed errors of the library. Every load error says what went wrong, where (byte
+//! offset or event index) and, where it helps, what to do.
+
+use std::path::PathBuf;
+
+/// Why a snapshot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadErrorKind {
+    /// The file could not be opened or read.
+    #[error("cannot read the file: {0}")]
+    Io(#[from] std::io::Error),
+    /// The first bytes match no format leakscope reads.
+    #[error(
+        "not a memory snapshot: the first bytes ({0}) are neither a pickle, JSON, gzip, zstd nor a leakscope cache"
+    )]
+    UnknownFormat(String),
+    /// The data ends in the middle of something.
+    #[error(
+        "the data ends at byte {offset} while reading {what}; the file is truncated (was the dump interrupted, or the download incomplete?)"
+    )]
+    Truncated {
+        /// Where the data ended.
+        offset: u64,
+        /// What was being read.
+        what: &'static str,
+    },
+    /// An opcode that would build objects or run code: never executed.
+    #[error(
+        "not a plain snapshot: opcode {name} at byte {offset} would import or call code, which leakscope never does. Snapshots from torch.cuda.memory._dump_snapshot contain only dicts, lists, strings and numbers"
+    )]
+    Forbidden {
+        /// Opcode name.
+        name: &'static str,
+        /// Byte offset of the opcode.
+        offset: u64,
+    },
+    /// A byte that is not a pickle opcode.
+    #[error(
+        "invalid pickle opcode 0x{opcode:02x} at byte {offset}; the file is corrupt or not a pickle"
+    )]
+    BadOpcode {
+        /// The byte.
+        opcode: u8,
+        /// Its offset.
+        offset: u64,
+    },
+    /// The pickle is well-formed byte by byte but does not make sense as a value.
+    #[error("malformed pickle at byte {offset}: {message}")]
+    Malformed {
+        /// Byte offset of the opcode that failed.
+        offset: u64,
+        /// What was wrong.
+        message: String,
+    },
+    /// The data decodes but a snapshot field has the wrong shape.
+    #[error("unexpected snapshot content at {place}: {message}")]
+    Schema {
+        /// Where: a path such as `segments[3].blocks[0]` or `trace entry 12 (byte 5120)`.
+        place: String,
+        /// What was expected.
+        message: String,
+    },
+    /// JSON syntax error.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// A leakscope cache file that cannot be read.
+    #[error("invalid leakscope cache file: {0}")]
+    Cache(String),
+    /// Decompressed data beyond the configured limit.
+    #[error(
+        "decompressed data exceeds the limit of {limit} bytes; raise it with --max-decompressed-bytes if the file is genuine"
+    )]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// Compressed stream is corrupt.
+    #[error("cannot decompress {format} data: {message}")]
+    Decompress {
+        /// gzip or zstd.
+        format: &'static str,
+        /// Decoder message.
+        message: String,
+    },
+}
+
+/// A load error, with the file it concerns.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {kind}", path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "<input>".into()))]
+pub struct LoadError {
+    /// The file, when known.
+    pub path: Option<PathBuf>,
+    /// What went wrong.
+    #[source]
+    pub kind: LoadErrorKind,
+}
+
+impl From<LoadErrorKind> for LoadError {
+    fn from(kind: LoadErrorKind) -> Self {
+        LoadError { path: None, kind }
+    }
+}
+
+impl LoadError {
+    /// Attaches the file name.
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+/// Errors of writing outputs (cache files, JSON exports).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// I/O failure.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// Destination.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Encoding failure.
+    #[error("cannot encode {what}: {message}")]
+    Encode {
+        /// What was encoded.
+        what: &'static str,
+        /// Cause.
+        message: String,
+    },
+}

@@ -1,0 +1,929 @@
+//! Turns the values a pickle (or JSON) decodes into the [`Snapshot`] model.
+//!
+//! Trace entries are converted the moment they are appended to their list (see
+//! [`Absorb`]), frames and stacks are interned by identity (their heap slot) and then by
+//! content. Everything else (segments, annotations, settings) is small and converted at
+//! the end.
+
+use std::collections::HashMap;
+
+use super::pickle::{Absorb, DictSlot, Heap, ListSlot, Value as H};
+use crate::error::LoadErrorKind;
+use crate::model::{
+    Action, Annotation, Block, BlockState, EventMeta, Extra, Frame, FrameId, HistoryEntry, Layout,
+    MetaId, Segment, Snapshot, StackId, Trace, Value, flags,
+};
+
+type R<T> = Result<T, LoadErrorKind>;
+
+/// Deepest nesting converted into owned values; snapshots need about 6.
+const MAX_DEPTH: usize = 200;
+
+fn schema(place: impl Into<String>, message: impl Into<String>) -> LoadErrorKind {
+    LoadErrorKind::Schema {
+        place: place.into(),
+        message: message.into(),
+    }
+}
+
+fn type_name(v: H) -> &'static str {
+    match v {
+        H::None => "None",
+        H::Bool(_) => "a bool",
+        H::Int(_) | H::Big(_) => "an int",
+        H::Float(_) => "a float",
+        H::Str(_) => "a string",
+        H::Bytes(_) => "bytes",
+        H::List(_) => "a list",
+        H::Dict(_) => "a dict",
+        H::Tuple(_) => "a tuple",
+        H::Gone => "a consumed entry",
+    }
+}
+
+fn int_of(heap: &Heap, v: H) -> Option<i128> {
+    match v {
+        H::Int(i) => Some(i as i128),
+        H::Big(b) => heap.bigs.get(b as usize).copied(),
+        _ => None,
+    }
+}
+
+/// Fields of one trace entry before interning.
+#[derive(Default)]
+struct RawEvent {
+    action: Option<H>,
+    addr: Option<i128>,
+    device_free: Option<i128>,
+    size: Option<i128>,
+    stream: Option<i128>,
+    time_us: Option<i128>,
+    time_after_user_metadata: bool,
+    compile_context: Option<H>,
+    user_metadata: Option<H>,
+    pool_id: Option<H>,
+    frames: Option<H>,
+}
+
+/// Builds a [`Snapshot`]; implements the machine's append hook.
+pub(crate) struct Builder {
+    pub snap: Snapshot,
+    traces: Vec<Option<Trace>>,
+    meta_index: HashMap<EventMeta, MetaId>,
+    last_meta: Option<MetaId>,
+    scratch: Vec<(H, H)>,
+    frame_scratch: Vec<FrameId>,
+    /// Owned-value nodes left before a shared structure is judged an expansion attack.
+    node_budget: u64,
+}
+
+impl Builder {
+    pub fn new(input_len: usize) -> Self {
+        Builder {
+            snap: Snapshot::default(),
+            traces: Vec::new(),
+            meta_index: HashMap::new(),
+            last_meta: None,
+            scratch: Vec::new(),
+            frame_scratch: Vec::new(),
+            node_budget: 1_000_000 + 4 * input_len as u64,
+        }
+    }
+
+    fn is_trace_entry(heap: &Heap, v: H) -> bool {
+        let H::Dict(d) = v else { return false };
+        match heap.dict_items(d) {
+            Some(items) => items.iter().any(|(k, _)| heap.as_str(*k) == Some("action")),
+            None => false,
+        }
+    }
+
+    // ---------- frames and stacks ----------
+
+    fn frame_of(&mut self, heap: &mut Heap, v: H, place: &dyn Fn() -> String) -> R<FrameId> {
+        let H::Dict(d) = v else {
+            return Err(schema(
+                place(),
+                format!("a frame must be a dict, found {}", type_name(v)),
+            ));
+        };
+        let items = match &heap.dicts[d as usize] {
+            DictSlot::Frame(f) => return Ok(*f),
+            DictSlot::Items { items, .. } => items.clone(),
+            DictSlot::Free => return Err(schema(place(), "frame refers to a consumed value")),
+        };
+        let mut name = None;
+        let mut filename = None;
+        let mut line = 0i64;
+        let mut extra = Extra::new();
+        for (k, val) in items {
+            match heap.as_str(k) {
+                Some("name") => name = heap.as_str(val).map(str::to_owned).or(Some(String::new())),
+                Some("filename") => {
+                    filename = heap.as_str(val).map(str::to_owned).or(Some(String::new()))
+                }
+                Some("line") => {
+                    line = int_of(heap, val)
+                        .and_then(|i| i64::try_from(i).ok())
+                        .ok_or_else(|| {
+                            schema(
+                                place(),
+                                format!("frame line must be an int, found {}", type_name(val)),
+                            )
+                        })?
+                }
+                Some(other) => {
+                    let other = other.to_owned();
+                    let ov = self.owned(heap, val, 0)?;
+                    extra.push((other, ov));
+                }
+                None => {
+                    let kv = self.owned(heap, k, 0)?;
+                    let ov = self.owned(heap, val, 0)?;
+                    extra.push((kv.key_string(), ov));
+                }
+            }
+        }
+        let frame = Frame {
+            name: self.snap.strings.intern(name.as_deref().unwrap_or("")),
+            filename: self.snap.strings.intern(filename.as_deref().unwrap_or("")),
+            line,
+            extra,
+        };
+        let id = self.snap.frames.intern(frame);
+        heap.dicts[d as usize] = DictSlot::Frame(id);
+        Ok(id)
+    }
+
+    /// Interns the stack behind a `frames` value.
+    fn stack_of(&mut self, heap: &mut Heap, v: H, place: &dyn Fn() -> String) -> R<StackId> {
+        let items: Vec<H> = match v {
+            H::List(l) => match &heap.lists[l as usize] {
+                ListSlot::Stack(s) => return Ok(*s),
+                ListSlot::Items(items) => items.clone(),
+                ListSlot::Events(_) => return Err(schema(place(), "frames holds trace entries")),
+            },
+            H::Tuple(t) => heap.tuple(t).to_vec(),
+            other => {
+                return Err(schema(
+                    place(),
+                    format!("frames must be a list, found {}", type_name(other)),
+                ));
+            }
+        };
+        let mut ids = std::mem::take(&mut self.frame_scratch);
+        ids.clear();
+        for item in items {
+            ids.push(self.frame_of(heap, item, place)?);
+        }
+        let id = self.snap.stacks.intern(&ids);
+        self.frame_scratch = ids;
+        if let H::List(l) = v {
+            heap.lists[l as usize] = ListSlot::Stack(id);
+        }
+        Ok(id)
+    }
+
+    // ---------- trace entries ----------
+
+    /// Interns the shared attributes of an event. Consecutive events nearly always share
+    /// them, so the last id is checked first without allocating.
+    fn meta_id(
+        &mut self,
+        fl: u16,
+        stream: i64,
+        cc: Option<&str>,
+        um: Option<&str>,
+        pool_id: Option<Value>,
+        extra: Extra,
+    ) -> MetaId {
+        if let Some(last) = self.last_meta {
+            let m = &self.snap.metas[last.index()];
+            if m.flags == fl
+                && m.stream == stream
+                && m.compile_context.as_deref() == cc
+                && m.user_metadata.as_deref() == um
+                && m.pool_id == pool_id
+                && m.extra == extra
+            {
+                return last;
+            }
+        }
+        let meta = EventMeta {
+            flags: fl,
+            stream,
+            compile_context: cc.map(str::to_owned),
+            user_metadata: um.map(str::to_owned),
+            pool_id,
+            extra,
+        };
+        let id = match self.meta_index.get(&meta) {
+            Some(&id) => id,
+            None => {
+                let id = MetaId(self.snap.metas.len() as u32);
+                self.snap.metas.push(meta.clone());
+                self.meta_index.insert(meta, id);
+                id
+            }
+        };
+        self.last_meta = Some(id);
+        id
+    }
+
+    /// Converts one trace-entry dict and appends it to `trace`.
+    fn push_event(&mut self, heap: &mut Heap, d: u32, trace: usize, offset: u64) -> R<()> {
+        let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+        let place = || event_place(index, trace, offset);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        match heap.dict_items(d) {
+            Some(items) => scratch.extend_from_slice(items),
+            None => return Err(schema(place(), "trace entry was already consumed")),
+        }
+        let mut raw = RawEvent::default();
+        let mut extra = Extra::new();
+        let mut seen_user_metadata = false;
+        for &(k, v) in &scratch {
+            let key = heap.as_str(k);
+            let int = |field: &str| {
+                int_of(heap, v).ok_or_else(|| {
+                    schema(
+                        place(),
+                        format!("`{field}` must be an int, found {}", type_name(v)),
+                    )
+                })
+            };
+            match key {
+                Some("action") if matches!(v, H::Str(_)) => raw.action = Some(v),
+                Some("action") => {
+                    return Err(schema(
+                        place(),
+                        format!("`action` must be a string, found {}", type_name(v)),
+                    ));
+                }
+                Some("addr") => raw.addr = Some(int("addr")?),
+                Some("device_free") => raw.device_free = Some(int("device_free")?),
+                Some("size") => raw.size = Some(int("size")?),
+                Some("stream") => raw.stream = Some(int("stream")?),
+                Some("time_us") => {
+                    raw.time_us = Some(int("time_us")?);
+                    raw.time_after_user_metadata = seen_user_metadata;
+                }
+                Some("compile_context") if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
+                Some("user_metadata") if matches!(v, H::Str(_)) => {
+                    seen_user_metadata = true;
+                    raw.user_metadata = Some(v)
+                }
+                Some("pool_id") => raw.pool_id = Some(v),
+                Some("frames") => raw.frames = Some(v),
+                _ => {
+                    let name = match key {
+                        Some(s) => s.to_owned(),
+                        None => self.owned(heap, k, 0)?.key_string(),
+                    };
+                    let ov = self.owned(heap, v, 0)?;
+                    extra.push((name, ov));
+                }
+            }
+        }
+        self.scratch = scratch;
+
+        let action_name = raw
+            .action
+            .and_then(|a| heap.as_str(a))
+            .ok_or_else(|| schema(place(), "trace entry has no `action`"))?;
+        let action = self
+            .snap
+            .actions
+            .code(action_name)
+            .ok_or_else(|| schema(place(), "more than 256 distinct action names"))?;
+        let mut fl = 0u16;
+        let mut addr = 0u64;
+        let put_addr = |v: i128, fl: &mut u16| -> R<u64> {
+            if let Ok(u) = u64::try_from(v) {
+                Ok(u)
+            } else if let Ok(i) = i64::try_from(v) {
+                *fl |= flags::ADDR_NEGATIVE;
+                Ok(i as u64)
+            } else {
+                Err(schema(place(), format!("address {v} does not fit 64 bits")))
+            }
+        };
+        if let Some(a) = raw.addr {
+            fl |= flags::ADDR;
+            addr = put_addr(a, &mut fl)?;
+        }
+        if let Some(a) = raw.device_free {
+            if raw.addr.is_some() {
+                // Both keys: keep device_free as an extra so nothing is lost.
+                extra.push(("device_free".into(), int_value(a)));
+            } else {
+                fl |= flags::DEVICE_FREE;
+                addr = put_addr(a, &mut fl)?;
+            }
+        }
+        let size = match raw.size {
+            Some(s) => {
+                fl |= flags::SIZE;
+                u64::try_from(s).map_err(|_| {
+                    schema(place(), format!("`size` is {s}; sizes cannot be negative"))
+                })?
+            }
+            None => 0,
+        };
+        let stream = match raw.stream {
+            Some(s) => {
+                fl |= flags::STREAM;
+                i64::try_from(s)
+                    .or_else(|_| u64::try_from(s).map(|u| u as i64))
+                    .map_err(|_| schema(place(), "`stream` does not fit 64 bits"))?
+            }
+            None => 0,
+        };
+        let time_us = match raw.time_us {
+            Some(t) => {
+                fl |= flags::TIME;
+                if raw.time_after_user_metadata {
+                    fl |= flags::TIME_LATE;
+                }
+                i64::try_from(t).map_err(|_| schema(place(), "`time_us` does not fit 64 bits"))?
+            }
+            None => 0,
+        };
+        let stack = match raw.frames {
+            Some(f) => {
+                fl |= flags::FRAMES;
+                self.stack_of(heap, f, &place)?
+            }
+            None => StackId::EMPTY,
+        };
+        let pool_id = match raw.pool_id {
+            Some(p) => Some(self.owned(heap, p, 0)?),
+            None => None,
+        };
+        let cc = raw.compile_context.and_then(|v| heap.as_str(v));
+        let um = raw.user_metadata.and_then(|v| heap.as_str(v));
+        let meta = self.meta_id(fl, stream, cc, um, pool_id, extra);
+        if let Some(t) = self.traces[trace].as_mut() {
+            t.push(action, addr, size, time_us, stack, meta);
+        }
+        Ok(())
+    }
+
+    fn new_trace(&mut self) -> usize {
+        self.traces.push(Some(Trace::default()));
+        self.traces.len() - 1
+    }
+
+    // ---------- owned values ----------
+
+    /// Copies a heap value into an owned [`Value`], bounded in depth and total size so a
+    /// self-referencing or exponentially shared structure gets an error, not a hang.
+    fn owned(&mut self, heap: &Heap, v: H, depth: usize) -> R<Value> {
+        if depth > MAX_DEPTH {
+            return Err(schema(
+                "a nested value",
+                format!(
+                    "nesting deeper than {MAX_DEPTH} levels (or a container that contains itself)"
+                ),
+            ));
+        }
+        if self.node_budget == 0 {
+            return Err(schema(
+                "a nested value",
+                "shared containers expand to more values than the file could hold; the file is crafted or corrupt",
+            ));
+        }
+        self.node_budget -= 1;
+        Ok(match v {
+            H::None | H::Gone => Value::Null,
+            H::Bool(b) => Value::Bool(b),
+            H::Int(i) => Value::Int(i),
+            H::Big(b) => int_value(heap.bigs[b as usize]),
+            H::Float(f) => Value::Float(f),
+            H::Str(s) => Value::Str(heap.str(s).to_owned()),
+            H::Bytes(b) => Value::Bytes(heap.bytes[b as usize].to_vec()),
+            H::Tuple(t) => {
+                let items = heap.tuple(t).to_vec();
+                let mut out = Vec::with_capacity(items.len());
+                for i in items {
+                    out.push(self.owned(heap, i, depth + 1)?);
+                }
+                Value::Tuple(out)
+            }
+            H::List(l) => match &heap.lists[l as usize] {
+                ListSlot::Items(items) => {
+                    let items = items.clone();
+                    let mut out = Vec::with_capacity(items.len());
+                    for i in items {
+                        out.push(self.owned(heap, i, depth + 1)?);
+                    }
+                    Value::List(out)
+                }
+                ListSlot::Stack(s) => self.stack_value(*s),
+                ListSlot::Events(_) => {
+                    self.snap
+                        .warnings
+                        .push("a list of trace entries outside device_traces was dropped".into());
+                    Value::Null
+                }
+            },
+            H::Dict(d) => match &heap.dicts[d as usize] {
+                DictSlot::Items { items, .. } => {
+                    let items = items.clone();
+                    let mut out = Vec::with_capacity(items.len());
+                    for (k, val) in items {
+                        let k = self.owned(heap, k, depth + 1)?;
+                        let val = self.owned(heap, val, depth + 1)?;
+                        out.push((k, val));
+                    }
+                    Value::Map(out)
+                }
+                DictSlot::Frame(f) => self.frame_value(*f),
+                DictSlot::Free => Value::Null,
+            },
+        })
+    }
+
+    fn frame_value(&self, f: FrameId) -> Value {
+        let fr = self.snap.frames.get(f);
+        let mut m = vec![
+            (
+                Value::Str("name".into()),
+                Value::Str(self.snap.strings.get(fr.name).into()),
+            ),
+            (
+                Value::Str("filename".into()),
+                Value::Str(self.snap.strings.get(fr.filename).into()),
+            ),
+            (Value::Str("line".into()), Value::Int(fr.line)),
+        ];
+        m.extend(
+            fr.extra
+                .iter()
+                .map(|(k, v)| (Value::Str(k.clone()), v.clone())),
+        );
+        Value::Map(m)
+    }
+
+    fn stack_value(&self, s: StackId) -> Value {
+        Value::List(
+            self.snap
+                .stacks
+                .get(s)
+                .iter()
+                .map(|&f| self.frame_value(f))
+                .collect(),
+        )
+    }
+
+    // ---------- the rest of the file ----------
+
+    fn dict_items(heap: &Heap, v: H, place: &dyn Fn() -> String) -> R<Vec<(H, H)>> {
+        match v {
+            H::Dict(d) => heap
+                .dict_items(d)
+                .map(<[_]>::to_vec)
+                .ok_or_else(|| schema(place(), "expected a dict")),
+            other => Err(schema(
+                place(),
+                format!("expected a dict, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    fn list_items(heap: &Heap, v: H, place: &dyn Fn() -> String) -> R<Vec<H>> {
+        match v {
+            H::List(l) => match &heap.lists[l as usize] {
+                ListSlot::Items(items) => Ok(items.clone()),
+                _ => Err(schema(place(), "expected a plain list")),
+            },
+            H::Tuple(t) => Ok(heap.tuple(t).to_vec()),
+            other => Err(schema(
+                place(),
+                format!("expected a list, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    fn u64_field(heap: &Heap, v: H, field: &str, place: &dyn Fn() -> String) -> R<u64> {
+        let i = int_of(heap, v).ok_or_else(|| {
+            schema(
+                place(),
+                format!("`{field}` must be an int, found {}", type_name(v)),
+            )
+        })?;
+        u64::try_from(i)
+            .or_else(|_| i64::try_from(i).map(|x| x as u64))
+            .map_err(|_| schema(place(), format!("`{field}` = {i} does not fit 64 bits")))
+    }
+
+    fn size_field(heap: &Heap, v: H, field: &str, place: &dyn Fn() -> String) -> R<u64> {
+        let i = int_of(heap, v).ok_or_else(|| {
+            schema(
+                place(),
+                format!("`{field}` must be an int, found {}", type_name(v)),
+            )
+        })?;
+        u64::try_from(i).map_err(|_| {
+            schema(
+                place(),
+                format!("`{field}` is {i}; sizes cannot be negative"),
+            )
+        })
+    }
+
+    fn i64_field(heap: &Heap, v: H, field: &str, place: &dyn Fn() -> String) -> R<i64> {
+        let i = int_of(heap, v).ok_or_else(|| {
+            schema(
+                place(),
+                format!("`{field}` must be an int, found {}", type_name(v)),
+            )
+        })?;
+        i64::try_from(i)
+            .or_else(|_| u64::try_from(i).map(|u| u as i64))
+            .map_err(|_| schema(place(), format!("`{field}` = {i} does not fit 64 bits")))
+    }
+
+    fn segment(&mut self, heap: &mut Heap, v: H, si: usize) -> R<Segment> {
+        let place = || format!("segments[{si}]");
+        let items = Self::dict_items(heap, v, &place)?;
+        let mut seg = Segment {
+            device: None,
+            address: 0,
+            total_size: 0,
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: None,
+            segment_type: None,
+            pool_id: None,
+            is_expandable: None,
+            stack: None,
+            blocks: Vec::new(),
+            npu_key_order: false,
+            extra: Extra::new(),
+        };
+        let (mut have_address, mut have_total) = (false, false);
+        let mut seen_type = false;
+        let mut blocks_value = None;
+        for (k, val) in items {
+            match heap.as_str(k) {
+                Some("device") => seg.device = Some(Self::i64_field(heap, val, "device", &place)?),
+                Some("address") => {
+                    seg.address = Self::u64_field(heap, val, "address", &place)?;
+                    have_address = true;
+                }
+                Some("total_size") => {
+                    seg.total_size = Self::size_field(heap, val, "total_size", &place)?;
+                    have_total = true;
+                }
+                Some("allocated_size") => {
+                    seg.allocated_size =
+                        Some(Self::size_field(heap, val, "allocated_size", &place)?)
+                }
+                Some("active_size") => {
+                    seg.active_size = Some(Self::size_field(heap, val, "active_size", &place)?)
+                }
+                Some("requested_size") => {
+                    seg.requested_size =
+                        Some(Self::size_field(heap, val, "requested_size", &place)?)
+                }
+                Some("stream") => seg.stream = Some(Self::i64_field(heap, val, "stream", &place)?),
+                Some("segment_type") if matches!(val, H::Str(_)) => {
+                    seen_type = true;
+                    seg.segment_type = heap.as_str(val).map(str::to_owned)
+                }
+                Some("segment_pool_id") => {
+                    seg.npu_key_order = !seen_type;
+                    seg.pool_id = Some(self.owned(heap, val, 0)?)
+                }
+                Some("is_expandable") if matches!(val, H::Bool(_)) => {
+                    seg.is_expandable = Some(val == H::Bool(true))
+                }
+                Some("frames") => seg.stack = Some(self.stack_of(heap, val, &place)?),
+                Some("blocks") => blocks_value = Some(val),
+                _ => {
+                    let key = self.owned(heap, k, 0)?.key_string();
+                    let ov = self.owned(heap, val, 0)?;
+                    seg.extra.push((key, ov));
+                }
+            }
+        }
+        if !have_address {
+            return Err(schema(place(), "segment has no `address`"));
+        }
+        if !have_total {
+            return Err(schema(place(), "segment has no `total_size`"));
+        }
+        if !seen_type {
+            seg.npu_key_order = false;
+        }
+        if let Some(bv) = blocks_value {
+            let blocks = Self::list_items(heap, bv, &|| format!("segments[{si}].blocks"))?;
+            let mut next = seg.address;
+            for (bi, b) in blocks.into_iter().enumerate() {
+                let block = self.block(heap, b, si, bi, next)?;
+                next = block.address.wrapping_add(block.size);
+                seg.blocks.push(block);
+            }
+        }
+        Ok(seg)
+    }
+
+    fn block(&mut self, heap: &mut Heap, v: H, si: usize, bi: usize, computed: u64) -> R<Block> {
+        let place = || format!("segments[{si}].blocks[{bi}]");
+        let items = Self::dict_items(heap, v, &place)?;
+        let mut b = Block {
+            address: computed,
+            address_in_file: false,
+            size: 0,
+            requested_size: None,
+            state: BlockState::Other(String::new()),
+            stack: None,
+            history: None,
+            extra: Extra::new(),
+        };
+        let (mut have_size, mut have_state) = (false, false);
+        for (k, val) in items {
+            match heap.as_str(k) {
+                Some("address") => {
+                    b.address = Self::u64_field(heap, val, "address", &place)?;
+                    b.address_in_file = true;
+                }
+                Some("size") => {
+                    b.size = Self::size_field(heap, val, "size", &place)?;
+                    have_size = true;
+                }
+                Some("requested_size") => {
+                    b.requested_size = Some(Self::size_field(heap, val, "requested_size", &place)?)
+                }
+                Some("state") if matches!(val, H::Str(_)) => {
+                    b.state = BlockState::parse(heap.as_str(val).unwrap_or(""));
+                    have_state = true;
+                }
+                Some("frames") => b.stack = Some(self.stack_of(heap, val, &place)?),
+                Some("history") => {
+                    let entries = Self::list_items(heap, val, &place)?;
+                    let mut hist = Vec::with_capacity(entries.len());
+                    for (hi, h) in entries.into_iter().enumerate() {
+                        hist.push(self.history_entry(heap, h, si, bi, hi)?);
+                    }
+                    b.history = Some(hist);
+                }
+                _ => {
+                    let key = self.owned(heap, k, 0)?.key_string();
+                    let ov = self.owned(heap, val, 0)?;
+                    b.extra.push((key, ov));
+                }
+            }
+        }
+        if !have_size {
+            return Err(schema(place(), "block has no `size`"));
+        }
+        if !have_state {
+            return Err(schema(place(), "block has no `state` string"));
+        }
+        Ok(b)
+    }
+
+    fn history_entry(
+        &mut self,
+        heap: &mut Heap,
+        v: H,
+        si: usize,
+        bi: usize,
+        hi: usize,
+    ) -> R<HistoryEntry> {
+        let place = || format!("segments[{si}].blocks[{bi}].history[{hi}]");
+        let items = Self::dict_items(heap, v, &place)?;
+        let mut h = HistoryEntry {
+            addr: 0,
+            real_size: 0,
+            stack: None,
+            extra: Extra::new(),
+        };
+        for (k, val) in items {
+            match heap.as_str(k) {
+                Some("addr") => h.addr = Self::u64_field(heap, val, "addr", &place)?,
+                Some("real_size") => {
+                    h.real_size = Self::size_field(heap, val, "real_size", &place)?
+                }
+                Some("frames") => h.stack = Some(self.stack_of(heap, val, &place)?),
+                _ => {
+                    let key = self.owned(heap, k, 0)?.key_string();
+                    let ov = self.owned(heap, val, 0)?;
+                    h.extra.push((key, ov));
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    fn annotation(&mut self, heap: &mut Heap, v: H, i: usize) -> R<Annotation> {
+        let place = || format!("external_annotations[{i}]");
+        let items = Self::dict_items(heap, v, &place)?;
+        let mut a = Annotation {
+            stage: None,
+            name: None,
+            device: None,
+            time_us: None,
+            extra: Extra::new(),
+        };
+        for (k, val) in items {
+            match (heap.as_str(k), val) {
+                (Some("stage"), H::Str(_)) => a.stage = heap.as_str(val).map(str::to_owned),
+                (Some("name"), H::Str(_)) => a.name = heap.as_str(val).map(str::to_owned),
+                (Some("device"), H::Int(d)) => a.device = Some(d),
+                (Some("time_us"), H::Int(t)) => a.time_us = Some(t),
+                _ => {
+                    let key = self.owned(heap, k, 0)?.key_string();
+                    let ov = self.owned(heap, val, 0)?;
+                    a.extra.push((key, ov));
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// Converts a `device_traces`-like list of lists into traces.
+    fn traces(&mut self, heap: &mut Heap, v: H, key: &str) -> R<Vec<Trace>> {
+        let lists = Self::list_items(heap, v, &|| key.to_string())?;
+        let mut out = Vec::with_capacity(lists.len());
+        for (i, l) in lists.into_iter().enumerate() {
+            let place = || format!("{key}[{i}]");
+            let H::List(li) = l else {
+                return Err(schema(
+                    place(),
+                    format!("expected a list of trace entries, found {}", type_name(l)),
+                ));
+            };
+            let trace = match &heap.lists[li as usize] {
+                ListSlot::Events(t) => {
+                    let t = *t as usize;
+                    self.traces[t].take().unwrap_or_default()
+                }
+                ListSlot::Items(items) => {
+                    // Not absorbed while parsing (JSON path or an odd first item): convert now.
+                    let items = items.clone();
+                    let t = self.new_trace();
+                    for (ei, e) in items.into_iter().enumerate() {
+                        match e {
+                            H::Dict(d) if Self::is_trace_entry(heap, e) => {
+                                self.push_event(heap, d, t, u64::MAX)?
+                            }
+                            other => {
+                                return Err(schema(
+                                    format!("{key}[{i}][{ei}]"),
+                                    format!(
+                                        "expected a trace entry dict with `action`, found {}",
+                                        type_name(other)
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                    self.traces[t].take().unwrap_or_default()
+                }
+                ListSlot::Stack(_) => {
+                    return Err(schema(place(), "expected trace entries, found frames"));
+                }
+            };
+            out.push(trace);
+        }
+        Ok(out)
+    }
+
+    /// Builds the snapshot from the top value.
+    pub fn finish(mut self, heap: &mut Heap, top: H) -> R<Snapshot> {
+        match top {
+            H::List(_) => {
+                self.snap.layout = Layout::SegmentList;
+                let segs = Self::list_items(heap, top, &|| "the top-level list".into())?;
+                for (i, s) in segs.into_iter().enumerate() {
+                    let seg = self.segment(heap, s, i)?;
+                    self.snap.segments.push(seg);
+                }
+            }
+            H::Dict(_) => {
+                self.snap.layout = Layout::Dict;
+                let items = Self::dict_items(heap, top, &|| "the top-level dict".into())?;
+                for (k, v) in items {
+                    let key = match heap.as_str(k) {
+                        Some(s) => s.to_owned(),
+                        None => self.owned(heap, k, 0)?.key_string(),
+                    };
+                    self.snap.top_keys.push(key.clone());
+                    match key.as_str() {
+                        "segments" => {
+                            let segs = Self::list_items(heap, v, &|| "segments".into())?;
+                            for (i, s) in segs.into_iter().enumerate() {
+                                let seg = self.segment(heap, s, i)?;
+                                self.snap.segments.push(seg);
+                            }
+                        }
+                        "device_traces" => {
+                            let t = self.traces(heap, v, "device_traces")?;
+                            self.snap.device_traces = Some(t);
+                        }
+                        "host_traces" => {
+                            let t = self.traces(heap, v, "host_traces")?;
+                            self.snap.host_traces = Some(t);
+                        }
+                        "allocator_settings" => {
+                            self.snap.allocator_settings = Some(self.owned(heap, v, 0)?)
+                        }
+                        "host_segments" => self.snap.host_segments = Some(self.owned(heap, v, 0)?),
+                        "external_annotations" => {
+                            let list =
+                                Self::list_items(heap, v, &|| "external_annotations".into())?;
+                            let mut anns = Vec::with_capacity(list.len());
+                            for (i, a) in list.into_iter().enumerate() {
+                                anns.push(self.annotation(heap, a, i)?);
+                            }
+                            self.snap.external_annotations = Some(anns);
+                        }
+                        _ => {
+                            let ov = self.owned(heap, v, 0)?;
+                            self.snap.extra.push((key, ov));
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(schema(
+                    "the top level",
+                    format!(
+                        "expected a dict (or a list of segments), found {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        }
+        let unknown: Vec<_> = (Action::KNOWN.len()..self.snap.actions.len())
+            .map(|i| self.snap.actions.name(Action(i as u8)).to_string())
+            .collect();
+        if !unknown.is_empty() {
+            self.snap.warnings.push(format!(
+                "unknown trace actions kept as they are: {}",
+                unknown.join(", ")
+            ));
+        }
+        Ok(self.snap)
+    }
+}
+
+/// Where a trace entry is, for error messages (`offset` is `u64::MAX` when unknown, as in JSON).
+fn event_place(index: usize, list: usize, offset: u64) -> String {
+    if offset == u64::MAX {
+        format!("trace entry {index} of trace list {list}")
+    } else {
+        format!("trace entry {index} of trace list {list} (near byte {offset})")
+    }
+}
+
+fn int_value(v: i128) -> Value {
+    if let Ok(i) = i64::try_from(v) {
+        Value::Int(i)
+    } else if let Ok(u) = u64::try_from(v) {
+        Value::UInt(u)
+    } else {
+        Value::BigInt(v.to_string())
+    }
+}
+
+impl<'a> Absorb<'a> for Builder {
+    fn absorb(&mut self, heap: &mut Heap<'a>, list: u32, items: &[H], offset: u64) -> R<bool> {
+        let trace = match &heap.lists[list as usize] {
+            ListSlot::Events(t) => *t as usize,
+            ListSlot::Items(existing) if existing.is_empty() => {
+                if !Self::is_trace_entry(heap, items[0]) {
+                    return Ok(false);
+                }
+                let t = self.new_trace();
+                heap.lists[list as usize] = ListSlot::Events(t as u32);
+                t
+            }
+            _ => return Ok(false),
+        };
+        for &item in items {
+            let H::Dict(d) = item else {
+                let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+                return Err(schema(
+                    event_place(index, trace, offset),
+                    format!("expected a trace entry dict, found {}", type_name(item)),
+                ));
+            };
+            if !Self::is_trace_entry(heap, item) {
+                let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+                return Err(schema(
+                    event_place(index, trace, offset),
+                    "trace entry has no `action`",
+                ));
+            }
+            self.push_event(heap, d, trace, offset)?;
+            heap.recycle_dict(d);
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,144 @@
+//! JSON snapshots (MemSnapDump exports, hand-made files): decoded straight into the same
+//! value heap the pickle reader fills, so one builder serves both.
+
+use std::borrow::Cow;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::build::Builder;
+use super::pickle::{Absorb, Heap, ListSlot, Value};
+use crate::error::LoadErrorKind;
+
+struct Seed<'b, 'h> {
+    heap: &'b mut Heap<'h>,
+    builder: &'b mut Builder,
+    /// The first absorb error (serde's error type cannot carry ours).
+    failure: &'b mut Option<LoadErrorKind>,
+}
+
+impl<'de, 'b> DeserializeSeed<'de> for Seed<'b, 'de> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// Items are handed to the builder in batches, as a pickle's APPENDS would.
+const BATCH: usize = 1000;
+
+impl<'b, 'de> Seed<'b, 'de> {
+    fn reborrow(&mut self) -> Seed<'_, 'de> {
+        Seed {
+            heap: self.heap,
+            builder: self.builder,
+            failure: self.failure,
+        }
+    }
+
+    fn flush<E: serde::de::Error>(&mut self, list: u32, batch: &mut Vec<Value>) -> Result<(), E> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self.builder.absorb(self.heap, list, batch, u64::MAX) {
+            Ok(true) => {}
+            Ok(false) => {
+                if let ListSlot::Items(v) = &mut self.heap.lists[list as usize] {
+                    v.extend_from_slice(batch);
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                *self.failure = Some(e);
+                return Err(E::custom(msg));
+            }
+        }
+        batch.clear();
+        Ok(())
+    }
+}
+
+impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(match i64::try_from(v) {
+            Ok(i) => Value::Int(i),
+            Err(_) => {
+                self.heap.bigs.push(v as i128);
+                Value::Big((self.heap.bigs.len() - 1) as u32)
+            }
+        })
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::Float(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::None)
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
+        Ok(self.heap.new_str(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(self.heap.new_str(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        let list = self.heap.new_list(Vec::new());
+        let Value::List(l) = list else { unreachable!() };
+        let mut batch = Vec::new();
+        while let Some(v) = seq.next_element_seed(self.reborrow())? {
+            batch.push(v);
+            if batch.len() >= BATCH {
+                self.flush(l, &mut batch)?;
+            }
+        }
+        self.flush(l, &mut batch)?;
+        Ok(list)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(k) = map.next_key_seed(self.reborrow())? {
+            let v = map.next_value_seed(self.reborrow())?;
+            items.push((k, v));
+        }
+        Ok(self.heap.new_dict(items))
+    }
+}
+
+/// Decodes JSON text into `heap`, feeding trace lists to `builder` as they complete.
+pub(crate) fn decode<'a>(
+    data: &'a [u8],
+    heap: &mut Heap<'a>,
+    builder: &mut Builder,
+) -> Result<Value, LoadErrorKind> {
+    let mut failure = None;
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let seed = Seed {
+        heap,
+        builder,
+        failure: &mut failure,
+    };
+    let result = seed.deserialize(&mut de).and_then(|v| de.end().map(|_| v));
+    match result {
+        Ok(v) => Ok(v),
+        Err(e) => Err(failure.unwrap_or_else(|| LoadErrorKind::Json(e.to_string()))),
+    }
+}

@@ -1,0 +1,246 @@
+//! Stage 1, `load`: any snapshot file (pickle of any protocol and either pickler, JSON,
+//! leakscope's MessagePack cache; plain, gzip or zstd) into one [`Snapshot`].
+//!
+//! Formats are told apart by their first bytes, never by the file name (one real
+//! snapshot is a pickle named `.json`). Nothing in a pickle is ever executed.
+
+mod build;
+pub mod cache;
+mod json;
+mod pickle;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{LoadError, LoadErrorKind};
+use crate::model::{Snapshot, SourceFormat};
+
+/// Options for loading.
+pub struct LoadOptions<'p> {
+    /// Largest decompressed size accepted for `.gz` / `.zst` input (a guard against
+    /// decompression bombs).
+    pub max_decompressed_bytes: u64,
+    /// Called with `(bytes done, bytes total)` while parsing large inputs.
+    pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
+}
+
+impl Default for LoadOptions<'_> {
+    fn default() -> Self {
+        LoadOptions {
+            max_decompressed_bytes: 16 << 30,
+            progress: None,
+        }
+    }
+}
+
+/// What the first bytes say the data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// A pickle (protocol 2+ starts with PROTO; 0/1 with a container opcode).
+    Pickle,
+    /// JSON text.
+    Json,
+    /// leakscope's cache.
+    Cache,
+    /// gzip stream.
+    Gzip,
+    /// zstd frame.
+    Zstd,
+}
+
+/// Tells the format from the first bytes.
+pub fn sniff(data: &[u8]) -> Option<Container> {
+    if data.starts_with(&[0x1f, 0x8b]) {
+        return Some(Container::Gzip);
+    }
+    if data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Some(Container::Zstd);
+    }
+    if data.starts_with(cache::MAGIC) {
+        return Some(Container::Cache);
+    }
+    match data.first()? {
+        0x80 => Some(Container::Pickle),
+        // Protocol 0/1 opcodes that can start a snapshot: MARK, EMPTY_DICT, EMPTY_LIST.
+        b'(' | b'}' | b']' => Some(Container::Pickle),
+        _ => {
+            let first = data.iter().find(|c| !c.is_ascii_whitespace())?;
+            matches!(first, b'{' | b'[').then_some(Container::Json)
+        }
+    }
+}
+
+fn describe_start(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "the file is empty".into();
+    }
+    data.iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Loads a snapshot file.
+pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError> {
+    load_path_inner(path, opts).map_err(|e| LoadError::from(e).with_path(path))
+}
+
+fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadErrorKind> {
+    let file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Err(LoadErrorKind::UnknownFormat("the file is empty".into()));
+    }
+    // SAFETY: the map is read-only and private. If another process truncates the file
+    // while we read it, access may fault; that is the accepted risk of mmap for every
+    // tool reading large files, and snapshots are written once.
+    let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    let mut release = |done: usize| {
+        // Give back pages already parsed so resident memory stays below the file size.
+        // Safe for a private read-only file map: a later access simply reads the page again.
+        #[cfg(unix)]
+        {
+            let keep = 1usize << 20;
+            if done > keep {
+                let upto = (done - keep) & !0xfff;
+                unsafe {
+                    let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, upto);
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = done;
+    };
+    load_bytes_with(&map, opts, &mut release)
+}
+
+/// Loads a snapshot held in memory.
+pub fn load_bytes(data: &[u8], opts: LoadOptions) -> Result<Snapshot, LoadError> {
+    load_bytes_with(data, opts, &mut |_| {}).map_err(LoadError::from)
+}
+
+fn load_bytes_with(
+    data: &[u8],
+    mut opts: LoadOptions,
+    release: &mut dyn FnMut(usize),
+) -> Result<Snapshot, LoadErrorKind> {
+    let kind = sniff(data).ok_or_else(|| LoadErrorKind::UnknownFormat(describe_start(data)))?;
+    match kind {
+        Container::Gzip | Container::Zstd => {
+            let (name, inner) = decompress(data, kind, opts.max_decompressed_bytes)?;
+            let inner_kind = sniff(&inner)
+                .filter(|k| !matches!(k, Container::Gzip | Container::Zstd))
+                .ok_or_else(|| {
+                    LoadErrorKind::UnknownFormat(format!(
+                        "{name} data holding {}",
+                        describe_start(&inner)
+                    ))
+                })?;
+            let mut snap = decode(&inner, inner_kind, &mut opts, &mut |_| {})?;
+            snap.format.compression = name.to_string();
+            Ok(snap)
+        }
+        k => decode(data, k, &mut opts, release),
+    }
+}
+
+fn decode(
+    data: &[u8],
+    kind: Container,
+    opts: &mut LoadOptions,
+    release: &mut dyn FnMut(usize),
+) -> Result<Snapshot, LoadErrorKind> {
+    let total = data.len() as u64;
+    let mut snap = match kind {
+        Container::Cache => cache::decode(data)?,
+        Container::Pickle => {
+            let mut machine = pickle::Machine::new(data);
+            let mut builder = build::Builder::new(data.len());
+            let mut progress = |done: usize| {
+                if let Some(p) = opts.progress.as_mut() {
+                    p(done as u64, total);
+                }
+                release(done);
+            };
+            let top = machine.run(&mut builder, &mut progress)?;
+            let stats = machine.stats.clone();
+            let mut snap = builder.finish(&mut machine.heap, top)?;
+            let cpp = stats.protocol == Some(2)
+                && stats.memoize_ops == 0
+                && (stats.long1_padded > 0 || stats.empty_batches > 0);
+            snap.format = SourceFormat {
+                container: "pickle".into(),
+                pickle_protocol: stats.protocol,
+                pickle_style: Some(if cpp { "torch-cpp" } else { "cpython" }.into()),
+                compression: "none".into(),
+            };
+            let trailing = total - stats.end;
+            if trailing > 0 {
+                snap.warnings.push(format!(
+                    "{trailing} bytes after the pickle's STOP were ignored (HTML-embedded snapshots carry NUL padding)"
+                ));
+            }
+            snap
+        }
+        Container::Json => {
+            let mut heap = Default::default();
+            let mut builder = build::Builder::new(data.len());
+            let top = json::decode(data, &mut heap, &mut builder)?;
+            let mut snap = builder.finish(&mut heap, top)?;
+            snap.format = SourceFormat {
+                container: "json".into(),
+                pickle_protocol: None,
+                pickle_style: None,
+                compression: "none".into(),
+            };
+            snap
+        }
+        Container::Gzip | Container::Zstd => {
+            return Err(LoadErrorKind::UnknownFormat(
+                "compressed data inside compressed data".into(),
+            ));
+        }
+    };
+    if let Some(p) = opts.progress.as_mut() {
+        p(total, total);
+    }
+    if snap.format.container.is_empty() {
+        snap.format.container = "msgpack".into();
+    }
+    Ok(snap)
+}
+
+fn decompress(
+    data: &[u8],
+    kind: Container,
+    limit: u64,
+) -> Result<(&'static str, Vec<u8>), LoadErrorKind> {
+    let (name, reader): (&'static str, Box<dyn Read + '_>) = match kind {
+        Container::Gzip => ("gzip", Box::new(flate2::read::MultiGzDecoder::new(data))),
+        _ => (
+            "zstd",
+            Box::new(ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| {
+                LoadErrorKind::Decompress {
+                    format: "zstd",
+                    message: e.to_string(),
+                }
+            })?),
+        ),
+    };
+    let mut out = Vec::with_capacity((data.len() * 4).min(limit as usize));
+    let n = reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| LoadErrorKind::Decompress {
+            format: name,
+            message: e.to_string(),
+        })?;
+    if n as u64 > limit {
+        return Err(LoadErrorKind::TooLarge { limit });
+    }
+    Ok((name, out))
+}

@@ -1,0 +1,835 @@
+//! Our own pickle reader: a stack machine over borrowed bytes that builds plain data
+//! (None, bools, ints, floats, strings, bytes, lists, dicts, tuples) and nothing else.
+//!
+//! Why not a general unpickler: snapshots are large and repetitive, so values are small
+//! `Copy` handles into flat tables ([`Heap`]); strings stay borrowed from the input; the
+//! memo is a dense `Vec` (pickle numbers memo slots sequentially) and holds handles, so
+//! containers referenced while still being filled (CPython memoizes before filling) just
+//! work. Opcodes that import or call code are refused, never executed. A [`Absorb`] hook
+//! lets the snapshot builder turn trace-entry dicts into columnar records as soon as they
+//! are appended, so they never accumulate as dicts.
+
+use std::borrow::Cow;
+
+use crate::error::LoadErrorKind;
+
+/// A handle to a value: scalars inline, containers and strings as indices into [`Heap`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// Index into [`Heap::bigs`]: an integer beyond `i64`.
+    Big(u32),
+    Float(f64),
+    /// Index into [`Heap::strs`].
+    Str(u32),
+    /// Index into [`Heap::bytes`].
+    Bytes(u32),
+    List(u32),
+    Dict(u32),
+    /// Index into [`Heap::tuple_spans`].
+    Tuple(u32),
+    /// A trace entry already turned into a record; a later memo reference to it is an error.
+    Gone,
+}
+
+/// Memo back-reference of a dict slot: none, exactly one memo index, or several.
+const NO_MEMO: u32 = u32::MAX;
+const MANY_MEMO: u32 = u32::MAX - 1;
+
+/// Storage of a list.
+pub(crate) enum ListSlot {
+    Items(Vec<Value>),
+    /// Reduced by the builder to an interned stack.
+    Stack(crate::model::StackId),
+    /// Reduced by the builder to a columnar trace (index into the builder's traces).
+    Events(u32),
+}
+
+/// Storage of a dict.
+pub(crate) enum DictSlot {
+    Items {
+        items: Vec<(Value, Value)>,
+        memo: u32,
+    },
+    /// Reduced by the builder to an interned frame.
+    Frame(crate::model::FrameId),
+    /// Recycled (its trace entry became a record).
+    Free,
+}
+
+/// The value tables a pickle builds.
+#[derive(Default)]
+pub(crate) struct Heap<'a> {
+    pub strs: Vec<Cow<'a, str>>,
+    pub bytes: Vec<Cow<'a, [u8]>>,
+    pub bigs: Vec<i128>,
+    pub lists: Vec<ListSlot>,
+    pub dicts: Vec<DictSlot>,
+    free_dicts: Vec<u32>,
+    pub tuples: Vec<Value>,
+    pub tuple_spans: Vec<(u32, u32)>,
+    pub memo: Vec<Value>,
+}
+
+impl<'a> Heap<'a> {
+    pub fn new_list(&mut self, items: Vec<Value>) -> Value {
+        self.lists.push(ListSlot::Items(items));
+        Value::List((self.lists.len() - 1) as u32)
+    }
+
+    pub fn new_dict(&mut self, items: Vec<(Value, Value)>) -> Value {
+        let slot = DictSlot::Items {
+            items,
+            memo: NO_MEMO,
+        };
+        if let Some(i) = self.free_dicts.pop() {
+            self.dicts[i as usize] = slot;
+            Value::Dict(i)
+        } else {
+            self.dicts.push(slot);
+            Value::Dict((self.dicts.len() - 1) as u32)
+        }
+    }
+
+    pub fn new_tuple(&mut self, items: &[Value]) -> Value {
+        let start = self.tuples.len() as u32;
+        self.tuples.extend_from_slice(items);
+        self.tuple_spans.push((start, items.len() as u32));
+        Value::Tuple((self.tuple_spans.len() - 1) as u32)
+    }
+
+    pub fn new_str(&mut self, s: Cow<'a, str>) -> Value {
+        self.strs.push(s);
+        Value::Str((self.strs.len() - 1) as u32)
+    }
+
+    pub fn str(&self, i: u32) -> &str {
+        &self.strs[i as usize]
+    }
+
+    pub fn tuple(&self, i: u32) -> &[Value] {
+        let (s, n) = self.tuple_spans[i as usize];
+        &self.tuples[s as usize..(s + n) as usize]
+    }
+
+    /// The string, when `v` is one.
+    pub fn as_str(&self, v: Value) -> Option<&str> {
+        match v {
+            Value::Str(i) => Some(self.str(i)),
+            _ => None,
+        }
+    }
+
+    /// The items of a dict that has not been reduced.
+    pub fn dict_items(&self, i: u32) -> Option<&[(Value, Value)]> {
+        match &self.dicts[i as usize] {
+            DictSlot::Items { items, .. } => Some(items),
+            _ => None,
+        }
+    }
+
+    /// Recycles a dict whose contents became a record, so trace entries do not pile up as
+    /// dict slots. A memo entry pointing at it is turned into [`Value::Gone`].
+    pub fn recycle_dict(&mut self, i: u32) {
+        if let DictSlot::Items { memo, .. } = self.dicts[i as usize] {
+            if memo == MANY_MEMO {
+                return; // referenced from several memo slots: keep it, it is rare
+            }
+            if memo != NO_MEMO {
+                self.memo[memo as usize] = Value::Gone;
+            }
+            self.dicts[i as usize] = DictSlot::Free;
+            self.free_dicts.push(i);
+        }
+    }
+
+    fn note_memo(&mut self, v: Value, idx: u32) {
+        if let Value::Dict(d) = v
+            && let DictSlot::Items { memo, .. } = &mut self.dicts[d as usize]
+        {
+            *memo = if *memo == NO_MEMO { idx } else { MANY_MEMO };
+        }
+    }
+}
+
+/// The builder's hook into appends.
+pub(crate) trait Absorb<'a> {
+    /// Called when `items` are appended to `list`. Returns `Ok(true)` when the builder took
+    /// them (and updated the list slot itself), `Ok(false)` to let the machine append.
+    fn absorb(
+        &mut self,
+        heap: &mut Heap<'a>,
+        list: u32,
+        items: &[Value],
+        offset: u64,
+    ) -> Result<bool, LoadErrorKind>;
+}
+
+/// Facts about the encoding, for `summary`'s format section.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Stats {
+    pub protocol: Option<u8>,
+    /// LONG1 values longer than their minimal encoding (the C++ pickler writes 8 bytes).
+    pub long1_padded: u64,
+    /// `MARK` immediately closed by APPENDS/SETITEMS (the C++ pickler does it for empty containers).
+    pub empty_batches: u64,
+    pub memoize_ops: u64,
+    pub put_ops: u64,
+    /// Offset just past STOP.
+    pub end: u64,
+}
+
+/// Deepest MARK nesting accepted, far above any snapshot (which needs about 6).
+const MAX_MARKS: usize = 100_000;
+/// How far beyond the current memo size a PUT index may point: real picklers number
+/// slots densely, so a far index is an attack on memory, not data.
+const MEMO_SLACK: usize = 1 << 16;
+
+pub(crate) struct Machine<'a> {
+    data: &'a [u8],
+    pos: usize,
+    stack: Vec<Value>,
+    marks: Vec<usize>,
+    pub heap: Heap<'a>,
+    pub stats: Stats,
+}
+
+type R<T> = Result<T, LoadErrorKind>;
+
+fn opcode_name(op: u8) -> Option<&'static str> {
+    Some(match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => return None,
+    })
+}
+
+impl<'a> Machine<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        Machine {
+            data,
+            pos: 0,
+            stack: Vec::with_capacity(4096),
+            marks: Vec::with_capacity(64),
+            heap: Heap::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize, what: &'static str) -> R<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+        match end {
+            Some(end) => {
+                let s = &self.data[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(LoadErrorKind::Truncated {
+                offset: self.data.len() as u64,
+                what,
+            }),
+        }
+    }
+
+    #[inline]
+    fn u8(&mut self, what: &'static str) -> R<u8> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    #[inline]
+    fn u32le(&mut self, what: &'static str) -> R<u32> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64le(&mut self, what: &'static str) -> R<u64> {
+        let b = self.take(8, what)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn line(&mut self, what: &'static str) -> R<&'a [u8]> {
+        let rest = &self.data[self.pos..];
+        match rest.iter().position(|&c| c == b'\n') {
+            Some(n) => {
+                let l = &rest[..n];
+                self.pos += n + 1;
+                Ok(l)
+            }
+            None => Err(LoadErrorKind::Truncated {
+                offset: self.data.len() as u64,
+                what,
+            }),
+        }
+    }
+
+    fn malformed(&self, at: usize, message: impl Into<String>) -> LoadErrorKind {
+        LoadErrorKind::Malformed {
+            offset: at as u64,
+            message: message.into(),
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self, at: usize) -> R<Value> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed(
+                at,
+                "stack underflow (an opcode needs a value that is not there)",
+            ));
+        }
+        Ok(self.stack.pop().unwrap_or(Value::None))
+    }
+
+    #[inline]
+    fn top_mut(&mut self, at: usize) -> R<&mut Value> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed(
+                at,
+                "stack underflow (an opcode needs a value that is not there)",
+            ));
+        }
+        let n = self.stack.len();
+        Ok(&mut self.stack[n - 1])
+    }
+
+    fn pop_mark(&mut self, at: usize) -> R<usize> {
+        self.marks
+            .pop()
+            .ok_or_else(|| self.malformed(at, "no MARK before an opcode that needs one"))
+    }
+
+    fn utf8(&self, b: &'a [u8], at: usize) -> R<&'a str> {
+        std::str::from_utf8(b).map_err(|e| {
+            self.malformed(
+                at,
+                format!(
+                    "string is not valid UTF-8 (bad byte at string offset {})",
+                    e.valid_up_to()
+                ),
+            )
+        })
+    }
+
+    fn push_int(&mut self, v: i128) {
+        let val = if let Ok(i) = i64::try_from(v) {
+            Value::Int(i)
+        } else {
+            self.heap.bigs.push(v);
+            Value::Big((self.heap.bigs.len() - 1) as u32)
+        };
+        self.stack.push(val);
+    }
+
+    fn memo_put(&mut self, idx: usize, at: usize) -> R<()> {
+        let v = *self.top_mut(at)?;
+        let memo = &mut self.heap.memo;
+        if idx < memo.len() {
+            memo[idx] = v;
+        } else if idx <= memo.len() + MEMO_SLACK {
+            memo.resize(idx, Value::None);
+            memo.push(v);
+        } else {
+            return Err(self.malformed(
+                at,
+                format!(
+                    "memo index {idx} is far beyond the {} entries stored so far; picklers number memo slots densely",
+                    self.heap.memo.len()
+                ),
+            ));
+        }
+        self.heap.note_memo(v, idx as u32);
+        Ok(())
+    }
+
+    fn memo_get(&mut self, idx: usize, at: usize) -> R<()> {
+        match self.heap.memo.get(idx) {
+            Some(Value::Gone) => Err(self.malformed(
+                at,
+                format!("memo entry {idx} refers to a trace entry that was already consumed; trace entries are never shared in a snapshot"),
+            )),
+            Some(&v) => {
+                self.stack.push(v);
+                Ok(())
+            }
+            None => Err(self.malformed(
+                at,
+                format!(
+                    "memo index {idx} out of range ({} entries stored)",
+                    self.heap.memo.len()
+                ),
+            )),
+        }
+    }
+
+    fn append_items<A: Absorb<'a>>(
+        &mut self,
+        list: Value,
+        from: usize,
+        absorb: &mut A,
+        at: usize,
+    ) -> R<()> {
+        let Value::List(l) = list else {
+            return Err(self.malformed(at, "APPEND(S) target is not a list"));
+        };
+        if from == self.stack.len() {
+            self.stats.empty_batches += 1;
+            return Ok(());
+        }
+        let taken = absorb.absorb(&mut self.heap, l, &self.stack[from..], at as u64)?;
+        if !taken {
+            match &mut self.heap.lists[l as usize] {
+                ListSlot::Items(v) => v.extend_from_slice(&self.stack[from..]),
+                _ => return Err(self.malformed(at, "APPEND(S) to a list already reduced")),
+            }
+        }
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    fn set_items(&mut self, dict: Value, from: usize, at: usize) -> R<()> {
+        let Value::Dict(d) = dict else {
+            return Err(self.malformed(at, "SETITEM(S) target is not a dict"));
+        };
+        let n = self.stack.len() - from;
+        if n == 0 {
+            self.stats.empty_batches += 1;
+            return Ok(());
+        }
+        if n % 2 != 0 {
+            return Err(self.malformed(at, "SETITEMS with an odd number of values"));
+        }
+        match &mut self.heap.dicts[d as usize] {
+            DictSlot::Items { items, .. } => {
+                for kv in self.stack[from..].chunks_exact(2) {
+                    items.push((kv[0], kv[1]));
+                }
+            }
+            _ => return Err(self.malformed(at, "SETITEM(S) to a dict already reduced")),
+        }
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    /// Runs to STOP and returns the top value. `progress` is called with the offset
+    /// every few MiB.
+    pub fn run<A: Absorb<'a>>(
+        &mut self,
+        absorb: &mut A,
+        progress: &mut dyn FnMut(usize),
+    ) -> R<Value> {
+        const STEP: usize = 8 << 20;
+        let mut next_report = STEP;
+        loop {
+            if self.pos >= next_report {
+                progress(self.pos);
+                next_report = self.pos + STEP;
+            }
+            let at = self.pos;
+            let op = self.u8("an opcode (no STOP at the end)")?;
+            match op {
+                // --- framing and protocol ---
+                0x80 => {
+                    let p = self.u8("the PROTO version")?;
+                    if p > 5 {
+                        return Err(self.malformed(at, format!("unsupported pickle protocol {p}")));
+                    }
+                    self.stats.protocol = Some(p);
+                }
+                0x95 => {
+                    self.u64le("a FRAME length")?;
+                }
+                b'.' => {
+                    self.stats.end = self.pos as u64;
+                    if !self.marks.is_empty() {
+                        return Err(self.malformed(at, "STOP inside an open MARK"));
+                    }
+                    return match self.stack.len() {
+                        1 => Ok(self.stack[0]),
+                        0 => Err(self.malformed(at, "STOP with an empty stack")),
+                        n => Err(self.malformed(at, format!("STOP with {n} values on the stack"))),
+                    };
+                }
+                // --- stack manipulation ---
+                b'(' => {
+                    if self.marks.len() >= MAX_MARKS {
+                        return Err(
+                            self.malformed(at, format!("more than {MAX_MARKS} nested MARKs"))
+                        );
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                b'0' => {
+                    self.pop(at)?;
+                }
+                b'1' => {
+                    let m = self.pop_mark(at)?;
+                    self.stack.truncate(m);
+                }
+                b'2' => {
+                    let v = *self.top_mut(at)?;
+                    self.stack.push(v);
+                }
+                // --- constants and numbers ---
+                b'N' => self.stack.push(Value::None),
+                0x88 => self.stack.push(Value::Bool(true)),
+                0x89 => self.stack.push(Value::Bool(false)),
+                b'K' => {
+                    let v = self.u8("a BININT1 value")?;
+                    self.stack.push(Value::Int(v as i64));
+                }
+                b'M' => {
+                    let b = self.take(2, "a BININT2 value")?;
+                    self.stack
+                        .push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i64));
+                }
+                b'J' => {
+                    let v = self.u32le("a BININT value")? as i32;
+                    self.stack.push(Value::Int(v as i64));
+                }
+                0x8a | 0x8b => {
+                    let n = if op == 0x8a {
+                        self.u8("a LONG1 length")? as usize
+                    } else {
+                        self.u32le("a LONG4 length")? as usize
+                    };
+                    let b = self.take(n, "the bytes of a long integer")?;
+                    if n > 16 {
+                        return Err(self.malformed(
+                            at,
+                            format!("integer of {n} bytes is too large for a snapshot field"),
+                        ));
+                    }
+                    let mut v: i128 = 0;
+                    for (i, &byte) in b.iter().enumerate() {
+                        v |= (byte as i128) << (8 * i);
+                    }
+                    if n > 0 && n < 16 && b[n - 1] & 0x80 != 0 {
+                        v -= 1i128 << (8 * n); // two's complement sign
+                    }
+                    // Minimal length is what CPython writes; the C++ pickler always writes 8.
+                    if n >= 2 {
+                        let last = b[n - 1];
+                        let prev_sign = b[n - 2] & 0x80;
+                        if (last == 0 && prev_sign == 0) || (last == 0xff && prev_sign != 0) {
+                            self.stats.long1_padded += 1;
+                        }
+                    }
+                    self.push_int(v);
+                }
+                b'G' => {
+                    let b = self.take(8, "a BINFLOAT value")?;
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(b);
+                    self.stack.push(Value::Float(f64::from_be_bytes(a)));
+                }
+                b'I' => {
+                    let l = self.line("an INT line")?;
+                    match l {
+                        b"01" => self.stack.push(Value::Bool(true)),
+                        b"00" => self.stack.push(Value::Bool(false)),
+                        _ => {
+                            let v = std::str::from_utf8(l)
+                                .ok()
+                                .and_then(|s| s.trim().parse::<i128>().ok())
+                                .ok_or_else(|| {
+                                    self.malformed(at, "INT is not a decimal integer")
+                                })?;
+                            self.push_int(v);
+                        }
+                    }
+                }
+                b'L' => {
+                    let l = self.line("a LONG line")?;
+                    let v = std::str::from_utf8(l)
+                        .ok()
+                        .map(|s| s.trim().trim_end_matches('L'))
+                        .and_then(|s| s.parse::<i128>().ok())
+                        .ok_or_else(|| {
+                            self.malformed(at, "LONG is not a decimal integer that fits 128 bits")
+                        })?;
+                    self.push_int(v);
+                }
+                b'F' => {
+                    let l = self.line("a FLOAT line")?;
+                    let v = std::str::from_utf8(l)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<f64>().ok())
+                        .ok_or_else(|| self.malformed(at, "FLOAT is not a number"))?;
+                    self.stack.push(Value::Float(v));
+                }
+                // --- strings and bytes ---
+                0x8c | b'X' | 0x8d => {
+                    let n = match op {
+                        0x8c => self.u8("a SHORT_BINUNICODE length")? as u64,
+                        b'X' => self.u32le("a BINUNICODE length")? as u64,
+                        _ => self.u64le("a BINUNICODE8 length")?,
+                    };
+                    let n = usize::try_from(n).unwrap_or(usize::MAX);
+                    let b = self.take(n, "the bytes of a string")?;
+                    let s = self.utf8(b, at)?;
+                    let v = self.heap.new_str(Cow::Borrowed(s));
+                    self.stack.push(v);
+                }
+                b'V' => {
+                    let l = self.line("a UNICODE line")?;
+                    let s = decode_raw_unicode_escape(l)
+                        .ok_or_else(|| self.malformed(at, "bad UNICODE escape"))?;
+                    let v = self.heap.new_str(s);
+                    self.stack.push(v);
+                }
+                b'S' => {
+                    let l = self.line("a STRING line")?;
+                    let s = decode_py_string_literal(l)
+                        .ok_or_else(|| self.malformed(at, "bad STRING literal"))?;
+                    let v = self.heap.new_str(Cow::Owned(s));
+                    self.stack.push(v);
+                }
+                b'T' | b'U' => {
+                    // Python 2 byte strings; decoded as Latin-1 like pickle's default ASCII-ish handling.
+                    let n = if op == b'U' {
+                        self.u8("a SHORT_BINSTRING length")? as usize
+                    } else {
+                        self.u32le("a BINSTRING length")? as usize
+                    };
+                    let b = self.take(n, "the bytes of a string")?;
+                    let v = match std::str::from_utf8(b) {
+                        Ok(s) => self.heap.new_str(Cow::Borrowed(s)),
+                        Err(_) => self
+                            .heap
+                            .new_str(Cow::Owned(b.iter().map(|&c| c as char).collect())),
+                    };
+                    self.stack.push(v);
+                }
+                b'C' | b'B' | 0x8e | 0x96 => {
+                    let n = match op {
+                        b'C' => self.u8("a SHORT_BINBYTES length")? as u64,
+                        b'B' => self.u32le("a BINBYTES length")? as u64,
+                        _ => self.u64le("a BINBYTES8 length")?,
+                    };
+                    let n = usize::try_from(n).unwrap_or(usize::MAX);
+                    let b = self.take(n, "the bytes of a bytes object")?;
+                    self.heap.bytes.push(Cow::Borrowed(b));
+                    self.stack
+                        .push(Value::Bytes((self.heap.bytes.len() - 1) as u32));
+                }
+                // --- containers ---
+                b']' => {
+                    let v = self.heap.new_list(Vec::new());
+                    self.stack.push(v);
+                }
+                b'}' => {
+                    let v = self.heap.new_dict(Vec::new());
+                    self.stack.push(v);
+                }
+                b')' => {
+                    let v = self.heap.new_tuple(&[]);
+                    self.stack.push(v);
+                }
+                b'l' => {
+                    let m = self.pop_mark(at)?;
+                    let list = self.heap.new_list(Vec::new());
+                    // Route through the hook so lists of trace entries still become records.
+                    self.stack.insert(m, list);
+                    self.append_items(list, m + 1, absorb, at)?;
+                }
+                b'd' => {
+                    let m = self.pop_mark(at)?;
+                    let dict = self.heap.new_dict(Vec::new());
+                    self.stack.insert(m, dict);
+                    self.set_items(dict, m + 1, at)?;
+                }
+                b't' => {
+                    let m = self.pop_mark(at)?;
+                    let v = self.heap.new_tuple(&self.stack[m..]);
+                    self.stack.truncate(m);
+                    self.stack.push(v);
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + n {
+                        return Err(self.malformed(at, "stack underflow in TUPLEn"));
+                    }
+                    let from = self.stack.len() - n;
+                    let v = self.heap.new_tuple(&self.stack[from..]);
+                    self.stack.truncate(from);
+                    self.stack.push(v);
+                }
+                b'a' => {
+                    let item = self.pop(at)?;
+                    let list = *self.top_mut(at)?;
+                    self.stack.push(item);
+                    let from = self.stack.len() - 1;
+                    self.append_items(list, from, absorb, at)?;
+                }
+                b'e' => {
+                    let m = self.pop_mark(at)?;
+                    if m == 0 {
+                        return Err(self.malformed(at, "APPENDS with no list below the MARK"));
+                    }
+                    let list = self.stack[m - 1];
+                    self.append_items(list, m, absorb, at)?;
+                }
+                b's' => {
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + 3 {
+                        return Err(self.malformed(at, "stack underflow in SETITEM"));
+                    }
+                    let from = self.stack.len() - 2;
+                    let dict = self.stack[from - 1];
+                    self.set_items(dict, from, at)?;
+                }
+                b'u' => {
+                    let m = self.pop_mark(at)?;
+                    if m == 0 {
+                        return Err(self.malformed(at, "SETITEMS with no dict below the MARK"));
+                    }
+                    let dict = self.stack[m - 1];
+                    self.set_items(dict, m, at)?;
+                }
+                // --- memo ---
+                0x94 => {
+                    self.stats.memoize_ops += 1;
+                    let idx = self.heap.memo.len();
+                    self.memo_put(idx, at)?;
+                }
+                b'q' => {
+                    self.stats.put_ops += 1;
+                    let i = self.u8("a BINPUT index")? as usize;
+                    self.memo_put(i, at)?;
+                }
+                b'r' => {
+                    self.stats.put_ops += 1;
+                    let i = self.u32le("a LONG_BINPUT index")? as usize;
+                    self.memo_put(i, at)?;
+                }
+                b'p' => {
+                    self.stats.put_ops += 1;
+                    let l = self.line("a PUT index")?;
+                    let i = parse_index(l)
+                        .ok_or_else(|| self.malformed(at, "PUT index is not a number"))?;
+                    self.memo_put(i, at)?;
+                }
+                b'h' => {
+                    let i = self.u8("a BINGET index")? as usize;
+                    self.memo_get(i, at)?;
+                }
+                b'j' => {
+                    let i = self.u32le("a LONG_BINGET index")? as usize;
+                    self.memo_get(i, at)?;
+                }
+                b'g' => {
+                    let l = self.line("a GET index")?;
+                    let i = parse_index(l)
+                        .ok_or_else(|| self.malformed(at, "GET index is not a number"))?;
+                    self.memo_get(i, at)?;
+                }
+                other => {
+                    return Err(match opcode_name(other) {
+                        Some(name) => LoadErrorKind::Forbidden {
+                            name,
+                            offset: at as u64,
+                        },
+                        None if matches!(other, 0x8f..=0x91) => self.malformed(
+                            at,
+                            "sets (EMPTY_SET/ADDITEMS/FROZENSET) never occur in a memory snapshot",
+                        ),
+                        None => LoadErrorKind::BadOpcode {
+                            opcode: other,
+                            offset: at as u64,
+                        },
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn parse_index(l: &[u8]) -> Option<usize> {
+    std::str::from_utf8(l).ok()?.trim().parse().ok()
+}
+
+/// Protocol 0 `UNICODE`: raw-unicode-escape (only `\uXXXX` and `\UXXXXXXXX` are escapes).
+fn decode_raw_unicode_escape(l: &[u8]) -> Option<Cow<'_, str>> {
+    if !l.contains(&b'\\') {
+        // Raw-unicode-escape text without escapes is Latin-1.
+        return Some(match std::str::from_utf8(l) {
+            Ok(s) if s.is_ascii() => Cow::Borrowed(s),
+            _ => Cow::Owned(l.iter().map(|&c| c as char).collect()),
+        });
+    }
+    let mut out = String::with_capacity(l.len());
+    let mut i = 0;
+    while i < l.len() {
+        if l[i] == b'\\' && i + 1 < l.len() && (l[i + 1] == b'u' || l[i + 1] == b'U') {
+            let n = if l[i + 1] == b'u' { 4 } else { 8 };
+            let hex = l.get(i + 2..i + 2 + n)?;
+            let code = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+            out.push(char::from_u32(code)?);
+            i += 2 + n;
+        } else {
+            out.push(l[i] as char);
+            i += 1;
+        }
+    }
+    Some(Cow::Owned(out))
+}
+
+/// Protocol 0 `STRING`: a quoted Python 2 literal with backslash escapes.
+fn decode_py_string_literal(l: &[u8]) -> Option<String> {
+    let q = *l.first()?;
+    if !(q == b'\'' || q == b'"') || l.len() < 2 || *l.last()? != q {
+        return None;
+    }
+    let body = &l[1..l.len() - 1];
+    let mut out = String::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        let c = body[i];
+        if c != b'\\' {
+            out.push(c as char);
+            i += 1;
+            continue;
+        }
+        let e = *body.get(i + 1)?;
+        i += 2;
+        match e {
+            b'n' => out.push('\n'),
+            b't' => out.push('\t'),
+            b'r' => out.push('\r'),
+            b'\\' => out.push('\\'),
+            b'\'' => out.push('\''),
+            b'"' => out.push('"'),
+            b'x' => {
+                let hex = body.get(i..i + 2)?;
+                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()? as char);
+                i += 2;
+            }
+            other => {
+                out.push('\\');
+                out.push(other as char);
+            }
+        }
+    }
+    Some(out)
+}

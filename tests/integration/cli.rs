@@ -1,0 +1,149 @@
+//! The binary: commands, exit codes, JSON output, conversion.
+
+use std::process::Command;
+
+use crate::common::*;
+
+fn leakscope(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn help_lists_every_command() {
+    let out = leakscope(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["summary", "convert", "completions"] {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(cmd))
+            .unwrap_or_else(|| panic!("{cmd} missing from --help:\n{text}"));
+        assert!(
+            line.len() > cmd.len() + 10,
+            "{cmd} has no description: {line}"
+        );
+    }
+}
+
+#[test]
+fn completions_are_printed() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = leakscope(&["completions", shell]);
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("leakscope") && text.contains("summary"),
+            "{shell}"
+        );
+    }
+}
+
+#[test]
+fn summary_table_and_json() {
+    let f = fixture("encodings/tiny_protocol4.pickle");
+    let out = leakscope(&["summary", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 40 MiB reserved on device 0 (two 20 MiB segments), 1 unmatched free.
+    assert!(text.contains("40.0 MiB"), "{text}");
+    assert!(text.contains("1 frees with no alloc"), "{text}");
+    assert!(!text.contains('\x1b'), "NO_COLOR must disable escapes");
+
+    let out = leakscope(&["summary", "--json", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "leakscope.summary/1");
+    for k in [
+        "container",
+        "pickle_protocol",
+        "compression",
+        "producer",
+        "layout",
+    ] {
+        assert!(v["format"].get(k).is_some(), "format.{k}");
+    }
+    for k in [
+        "devices",
+        "segments",
+        "blocks",
+        "active_blocks",
+        "reserved_bytes",
+        "allocated_bytes",
+        "requested_bytes",
+        "trace_events",
+        "actions",
+    ] {
+        assert!(v["totals"].get(k).is_some(), "totals.{k}");
+    }
+    for k in [
+        "wrapped",
+        "unmatched_frees",
+        "pre_trace_blocks",
+        "first_time_us",
+        "last_time_us",
+    ] {
+        assert!(v["trace"].get(k).is_some(), "trace.{k}");
+    }
+    // Hand arithmetic on the fixture (fixtures/gen/tiny_encodings.py): device 0 holds an
+    // 8 MiB block (8 MiB - 512 requested) and a 4 MiB block (4 MiB - 100 requested);
+    // device 1 a 512-byte block (300 requested).
+    let mib = 1u64 << 20;
+    assert_eq!(v["totals"]["allocated_bytes"], 12 * mib + 512);
+    assert_eq!(v["totals"]["requested_bytes"], 12 * mib - 612 + 300);
+    assert_eq!(v["totals"]["reserved_bytes"], 42 * mib);
+    assert_eq!(v["totals"]["devices"], 2);
+    assert_eq!(v["totals"]["actions"]["alloc"], 4);
+    assert_eq!(v["frames"]["unique_stacks"], 3);
+}
+
+#[test]
+fn bad_input_exits_2_with_the_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("evil.pickle");
+    std::fs::write(&p, b"\x80\x04cos\nsystem\n.").unwrap();
+    let out = leakscope(&["summary", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("evil.pickle") && err.contains("opcode GLOBAL at byte 2"),
+        "{err}"
+    );
+
+    let out = leakscope(&["summary", "/nonexistent/x.pickle"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.pickle"));
+}
+
+#[test]
+fn convert_to_cache_and_json_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("encodings/tiny_protocol4.pickle");
+    let cache = dir.path().join("t.msgpack");
+    let json = dir.path().join("t.json");
+    assert!(
+        leakscope(&["convert", src.to_str().unwrap(), cache.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert!(
+        leakscope(&["convert", cache.to_str().unwrap(), json.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let a = leakscope(&["summary", "--json", src.to_str().unwrap()]);
+    let b = leakscope(&["summary", "--json", cache.to_str().unwrap()]);
+    let c = leakscope(&["summary", "--json", json.to_str().unwrap()]);
+    let parse = |o: &std::process::Output| content_only(serde_json::from_slice(&o.stdout).unwrap());
+    assert_eq!(parse(&a), parse(&b));
+    assert_eq!(parse(&a), parse(&c));
+    let bad = leakscope(&[
+        "convert",
+        src.to_str().unwrap(),
+        dir.path().join("x.txt").to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+}

@@ -1,0 +1,164 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+
+use leakscope::analysis::summary;
+use leakscope::{LoadOptions, Snapshot};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A path under `fixtures/`.
+pub fn fixture(rel: &str) -> PathBuf {
+    root().join("fixtures").join(rel)
+}
+
+/// Loads a file, panicking with the loader's message on failure.
+pub fn load(path: &Path) -> Snapshot {
+    leakscope::load_path(path, LoadOptions::default())
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+/// The summary as JSON, the way `leakscope summary --json` prints it.
+pub fn summary_json(snap: &Snapshot, name: &str) -> serde_json::Value {
+    serde_json::to_value(summary::summarize(snap, name)).expect("summary serializes")
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// Fields compared between leakscope's summary and the CPython reference, per device
+/// and in total.
+const SUM_FIELDS: &[&str] = &[
+    "segments",
+    "blocks",
+    "active_blocks",
+    "reserved_bytes",
+    "allocated_bytes",
+    "requested_bytes",
+    "active_bytes",
+    "trace_events",
+    "actions",
+    "blocks_by_state",
+];
+
+const DEVICE_FIELDS: &[&str] = &[
+    "device",
+    "first_time_us",
+    "last_time_us",
+    "unmatched_frees",
+    "pre_trace_blocks",
+    "unmatched_segment_frees",
+];
+
+/// Compares a leakscope summary with an entry of `tests/expected/*_summary.json`
+/// (written by `tests/expected/cpython_summary.py` with CPython's `pickle`). Returns the
+/// list of differences.
+pub fn diff_against_cpython(ours: &serde_json::Value, expected: &serde_json::Value) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let mut cmp = |what: String, a: &serde_json::Value, b: &serde_json::Value| {
+        if a != b {
+            diffs.push(format!("{what}: leakscope {a} != cpython {b}"));
+        }
+    };
+    for f in SUM_FIELDS {
+        cmp(
+            format!("totals.{f}"),
+            &ours["totals"][f],
+            &expected["totals"][f],
+        );
+    }
+    let od = ours["devices"].as_array().cloned().unwrap_or_default();
+    let ed = expected["devices"].as_array().cloned().unwrap_or_default();
+    cmp(
+        "device count".into(),
+        &serde_json::json!(od.len()),
+        &serde_json::json!(ed.len()),
+    );
+    for (o, e) in od.iter().zip(&ed) {
+        for f in SUM_FIELDS.iter().chain(DEVICE_FIELDS) {
+            cmp(format!("devices[{}].{f}", e["device"]), &o[f], &e[f]);
+        }
+    }
+    cmp(
+        "frames.unique_frames".into(),
+        &ours["frames"]["unique_frames"],
+        &expected["unique_frames"],
+    );
+    cmp(
+        "frames.unique_stacks".into(),
+        &ours["frames"]["unique_stacks"],
+        &expected["unique_stacks"],
+    );
+    cmp(
+        "annotations".into(),
+        &ours["annotations"],
+        &expected["annotations"],
+    );
+    cmp(
+        "trace.wrapped".into(),
+        &ours["trace"]["wrapped"],
+        &expected["wrapped"],
+    );
+    cmp(
+        "format.pickle_protocol".into(),
+        &ours["format"]["pickle_protocol"],
+        &expected["pickle_protocol"],
+    );
+    cmp(
+        "format.layout".into(),
+        &ours["format"]["layout"],
+        &match expected["layout"].as_str() {
+            Some("list") => serde_json::json!("segment-list"),
+            _ => serde_json::json!("dict"),
+        },
+    );
+    let top: serde_json::Value = expected["top_keys"].clone();
+    cmp("top_keys".into(), &ours["top_keys"], &top);
+    diffs
+}
+
+/// The summary without the fields that describe the encoding, for comparing encodings.
+pub fn content_only(mut s: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = s.as_object_mut() {
+        o.remove("format");
+        o.remove("file");
+        o.remove("warnings");
+    }
+    s
+}
+
+/// `LEAKSCOPE_CORPUS` (the real snapshots), or `None` with a note that the test is skipped.
+pub fn corpus(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("LEAKSCOPE_CORPUS") {
+        Some(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            assert!(
+                p.is_dir(),
+                "LEAKSCOPE_CORPUS={} is not a directory",
+                p.display()
+            );
+            Some(p)
+        }
+        _ => {
+            eprintln!("{test}: skipped (set LEAKSCOPE_CORPUS to ../shared/fixtures/real)");
+            None
+        }
+    }
+}
+
+/// Whether `python3` runs here.
+pub fn have_python() -> bool {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}

@@ -1,0 +1,8 @@
+//! The one integration-test binary (ripgrep's habit): each module covers one area.
+
+mod cli;
+mod common;
+mod corpus;
+mod encodings;
+mod robustness;
+mod scenarios;
