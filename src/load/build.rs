@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::pickle::{Absorb, DictSlot, Heap, ListSlot, Value as H};
+use super::pickle::{Absorb, Absorbed, DictSlot, Heap, ListSlot, Value as H};
 use crate::error::LoadErrorKind;
 use crate::model::{
     Action, Annotation, Block, BlockState, EventMeta, Extra, Frame, FrameId, HistoryEntry, Layout,
@@ -15,6 +15,20 @@ use crate::model::{
 };
 
 type R<T> = Result<T, LoadErrorKind>;
+
+// Trace-entry fields, as classified by `Builder::field_of`.
+const F_UNSET: u8 = 0;
+const F_OTHER: u8 = 1;
+const F_ACTION: u8 = 2;
+const F_ADDR: u8 = 3;
+const F_DEVICE_FREE: u8 = 4;
+const F_SIZE: u8 = 5;
+const F_STREAM: u8 = 6;
+const F_TIME: u8 = 7;
+const F_COMPILE_CONTEXT: u8 = 8;
+const F_USER_METADATA: u8 = 9;
+const F_POOL_ID: u8 = 10;
+const F_FRAMES: u8 = 11;
 
 /// Deepest nesting converted into owned values; snapshots need about 6.
 const MAX_DEPTH: usize = 200;
@@ -37,6 +51,7 @@ fn type_name(v: H) -> &'static str {
         H::List(_) => "a list",
         H::Dict(_) => "a dict",
         H::Tuple(_) => "a tuple",
+        H::Frame(_) => "a frame",
         H::Gone => "a consumed entry",
     }
 }
@@ -71,7 +86,10 @@ pub(crate) struct Builder {
     traces: Vec<Option<Trace>>,
     meta_index: HashMap<EventMeta, MetaId>,
     last_meta: Option<MetaId>,
-    scratch: Vec<(H, H)>,
+    /// Raw attributes (flags, stream, string indices) of the last event and their meta.
+    last_raw_meta: Option<((u16, i64, u32, u32), MetaId)>,
+    field_cache: Vec<u8>,
+    action_cache: Vec<u16>,
     frame_scratch: Vec<FrameId>,
     /// Owned-value nodes left before a shared structure is judged an expansion attack.
     node_budget: u64,
@@ -84,7 +102,9 @@ impl Builder {
             traces: Vec::new(),
             meta_index: HashMap::new(),
             last_meta: None,
-            scratch: Vec::new(),
+            last_raw_meta: None,
+            field_cache: Vec::new(),
+            action_cache: Vec::new(),
             frame_scratch: Vec::new(),
             node_budget: 1_000_000 + 4 * input_len as u64,
         }
@@ -101,16 +121,20 @@ impl Builder {
     // ---------- frames and stacks ----------
 
     fn frame_of(&mut self, heap: &mut Heap, v: H, place: &dyn Fn() -> String) -> R<FrameId> {
-        let H::Dict(d) = v else {
-            return Err(schema(
-                place(),
-                format!("a frame must be a dict, found {}", type_name(v)),
-            ));
+        let d = match v {
+            H::Frame(f) => return Ok(f),
+            H::Dict(d) => d,
+            _ => {
+                return Err(schema(
+                    place(),
+                    format!("a frame must be a dict, found {}", type_name(v)),
+                ));
+            }
         };
         let items = match &heap.dicts[d as usize] {
             DictSlot::Frame(f) => return Ok(*f),
             DictSlot::Items { items, .. } => items.clone(),
-            DictSlot::Free => return Err(schema(place(), "frame refers to a consumed value")),
+            DictSlot::Free(_) => return Err(schema(place(), "frame refers to a consumed value")),
         };
         let mut name = None;
         let mut filename = None;
@@ -151,7 +175,7 @@ impl Builder {
             extra,
         };
         let id = self.snap.frames.intern(frame);
-        heap.dicts[d as usize] = DictSlot::Frame(id);
+        heap.set_dict_frame(d, id);
         Ok(id)
     }
 
@@ -230,54 +254,96 @@ impl Builder {
         id
     }
 
+    /// The field a key string names. Keys are memoized strings, so each distinct key
+    /// index is classified once and then looked up.
+    #[inline]
+    fn field_of(&mut self, heap: &Heap, k: H) -> u8 {
+        let H::Str(i) = k else { return F_OTHER };
+        let i = i as usize;
+        if let Some(&f) = self.field_cache.get(i)
+            && f != F_UNSET
+        {
+            return f;
+        }
+        if self.field_cache.len() <= i {
+            self.field_cache.resize(heap.strs.len().max(i + 1), F_UNSET);
+        }
+        let f = match heap.str(i as u32) {
+            "action" => F_ACTION,
+            "addr" => F_ADDR,
+            "device_free" => F_DEVICE_FREE,
+            "size" => F_SIZE,
+            "stream" => F_STREAM,
+            "time_us" => F_TIME,
+            "compile_context" => F_COMPILE_CONTEXT,
+            "user_metadata" => F_USER_METADATA,
+            "pool_id" => F_POOL_ID,
+            "frames" => F_FRAMES,
+            _ => F_OTHER,
+        };
+        self.field_cache[i] = f;
+        f
+    }
+
     /// Converts one trace-entry dict and appends it to `trace`.
     fn push_event(&mut self, heap: &mut Heap, d: u32, trace: usize, offset: u64) -> R<()> {
         let index = self.traces[trace].as_ref().map_or(0, Trace::len);
         let place = || event_place(index, trace, offset);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        match heap.dict_items(d) {
-            Some(items) => scratch.extend_from_slice(items),
-            None => return Err(schema(place(), "trace entry was already consumed")),
-        }
+        let Some(items) = heap.take_dict_items(d) else {
+            return Err(schema(place(), "trace entry was already consumed"));
+        };
+        let result = self.convert_event(heap, &items, trace, &place);
+        heap.recycle_dict(d, items);
+        result
+    }
+
+    fn convert_event(
+        &mut self,
+        heap: &mut Heap,
+        items: &[(H, H)],
+        trace: usize,
+        place: &dyn Fn() -> String,
+    ) -> R<()> {
         let mut raw = RawEvent::default();
         let mut extra = Extra::new();
         let mut seen_user_metadata = false;
-        for &(k, v) in &scratch {
-            let key = heap.as_str(k);
-            let int = |field: &str| {
+        for &(k, v) in items {
+            let field = self.field_of(heap, k);
+            let int = |name: &str| {
                 int_of(heap, v).ok_or_else(|| {
                     schema(
                         place(),
-                        format!("`{field}` must be an int, found {}", type_name(v)),
+                        format!("`{name}` must be an int, found {}", type_name(v)),
                     )
                 })
             };
-            match key {
-                Some("action") if matches!(v, H::Str(_)) => raw.action = Some(v),
-                Some("action") => {
-                    return Err(schema(
-                        place(),
-                        format!("`action` must be a string, found {}", type_name(v)),
-                    ));
-                }
-                Some("addr") => raw.addr = Some(int("addr")?),
-                Some("device_free") => raw.device_free = Some(int("device_free")?),
-                Some("size") => raw.size = Some(int("size")?),
-                Some("stream") => raw.stream = Some(int("stream")?),
-                Some("time_us") => {
+            match field {
+                F_ACTION => match v {
+                    H::Str(_) => raw.action = Some(v),
+                    _ => {
+                        return Err(schema(
+                            place(),
+                            format!("`action` must be a string, found {}", type_name(v)),
+                        ));
+                    }
+                },
+                F_ADDR => raw.addr = Some(int("addr")?),
+                F_DEVICE_FREE => raw.device_free = Some(int("device_free")?),
+                F_SIZE => raw.size = Some(int("size")?),
+                F_STREAM => raw.stream = Some(int("stream")?),
+                F_TIME => {
                     raw.time_us = Some(int("time_us")?);
                     raw.time_after_user_metadata = seen_user_metadata;
                 }
-                Some("compile_context") if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
-                Some("user_metadata") if matches!(v, H::Str(_)) => {
+                F_COMPILE_CONTEXT if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
+                F_USER_METADATA if matches!(v, H::Str(_)) => {
                     seen_user_metadata = true;
                     raw.user_metadata = Some(v)
                 }
-                Some("pool_id") => raw.pool_id = Some(v),
-                Some("frames") => raw.frames = Some(v),
+                F_POOL_ID => raw.pool_id = Some(v),
+                F_FRAMES => raw.frames = Some(v),
                 _ => {
-                    let name = match key {
+                    let name = match heap.as_str(k) {
                         Some(s) => s.to_owned(),
                         None => self.owned(heap, k, 0)?.key_string(),
                     };
@@ -286,17 +352,11 @@ impl Builder {
                 }
             }
         }
-        self.scratch = scratch;
 
-        let action_name = raw
-            .action
-            .and_then(|a| heap.as_str(a))
-            .ok_or_else(|| schema(place(), "trace entry has no `action`"))?;
-        let action = self
-            .snap
-            .actions
-            .code(action_name)
-            .ok_or_else(|| schema(place(), "more than 256 distinct action names"))?;
+        let action = match raw.action {
+            Some(H::Str(i)) => self.action_of(heap, i, place)?,
+            _ => return Err(schema(place(), "trace entry has no `action`")),
+        };
         let mut fl = 0u16;
         let mut addr = 0u64;
         let put_addr = |v: i128, fl: &mut u16| -> R<u64> {
@@ -353,7 +413,7 @@ impl Builder {
         let stack = match raw.frames {
             Some(f) => {
                 fl |= flags::FRAMES;
-                self.stack_of(heap, f, &place)?
+                self.stack_of(heap, f, place)?
             }
             None => StackId::EMPTY,
         };
@@ -361,13 +421,130 @@ impl Builder {
             Some(p) => Some(self.owned(heap, p, 0)?),
             None => None,
         };
-        let cc = raw.compile_context.and_then(|v| heap.as_str(v));
-        let um = raw.user_metadata.and_then(|v| heap.as_str(v));
-        let meta = self.meta_id(fl, stream, cc, um, pool_id, extra);
+        let str_index = |v: Option<H>| match v {
+            Some(H::Str(i)) => i,
+            _ => u32::MAX,
+        };
+        let raw_key = (
+            fl,
+            stream,
+            str_index(raw.compile_context),
+            str_index(raw.user_metadata),
+        );
+        let meta = match self.last_raw_meta {
+            Some((key, id)) if key == raw_key && pool_id.is_none() && extra.is_empty() => id,
+            _ => {
+                let cc = raw.compile_context.and_then(|v| heap.as_str(v));
+                let um = raw.user_metadata.and_then(|v| heap.as_str(v));
+                let simple = pool_id.is_none() && extra.is_empty();
+                let id = self.meta_id(fl, stream, cc, um, pool_id, extra);
+                self.last_raw_meta = simple.then_some((raw_key, id));
+                id
+            }
+        };
         if let Some(t) = self.traces[trace].as_mut() {
             t.push(action, addr, size, time_us, stack, meta);
         }
         Ok(())
+    }
+
+    /// The action code of a memoized action string, cached by string index.
+    #[inline]
+    fn action_of(&mut self, heap: &Heap, i: u32, place: &dyn Fn() -> String) -> R<Action> {
+        let iu = i as usize;
+        if let Some(&a) = self.action_cache.get(iu)
+            && a != u16::MAX
+        {
+            return Ok(Action(a as u8));
+        }
+        if self.action_cache.len() <= iu {
+            self.action_cache
+                .resize(heap.strs.len().max(iu + 1), u16::MAX);
+        }
+        let a = self
+            .snap
+            .actions
+            .code(heap.str(i))
+            .ok_or_else(|| schema(place(), "more than 256 distinct action names"))?;
+        self.action_cache[iu] = a.0 as u16;
+        Ok(a)
+    }
+
+    /// Interns `prefix` + `items` as the stack of `list` when every item is a frame (one
+    /// pass: already-interned frames cost a match, new frame dicts are interned on the
+    /// way); otherwise leaves the list alone.
+    fn frames_into_stack(
+        &mut self,
+        heap: &mut Heap,
+        list: u32,
+        prefix: Option<StackId>,
+        items: &[H],
+        offset: u64,
+    ) -> R<Absorbed> {
+        let place = || format!("a frames list (near byte {offset})");
+        let mut ids = std::mem::take(&mut self.frame_scratch);
+        ids.clear();
+        if let Some(p) = prefix {
+            ids.extend_from_slice(self.snap.stacks.get(p));
+        }
+        let mut all_frames = true;
+        for &v in items {
+            let id = match v {
+                H::Frame(f) => f,
+                H::Dict(d) => match &heap.dicts[d as usize] {
+                    DictSlot::Frame(f) => *f,
+                    _ if Self::is_frame(heap, v) => self.frame_of(heap, v, &place)?,
+                    _ => {
+                        all_frames = false;
+                        break;
+                    }
+                },
+                _ => {
+                    all_frames = false;
+                    break;
+                }
+            };
+            ids.push(id);
+        }
+        let result = if all_frames {
+            let id = self.snap.stacks.intern(&ids);
+            heap.lists[list as usize] = ListSlot::Stack(id);
+            Absorbed::Taken
+        } else if let Some(p) = prefix {
+            // Frames then something else: give the list its items back.
+            let mut back: Vec<H> = self
+                .snap
+                .stacks
+                .get(p)
+                .iter()
+                .map(|&f| H::Frame(f))
+                .collect();
+            back.extend_from_slice(items);
+            heap.lists[list as usize] = ListSlot::Items(back);
+            Absorbed::Taken
+        } else {
+            Absorbed::No
+        };
+        self.frame_scratch = ids;
+        Ok(result)
+    }
+
+    /// True for a frame dict (or an interned frame): it has a `filename` and no `action`.
+    fn is_frame(heap: &Heap, v: H) -> bool {
+        match v {
+            H::Frame(_) => true,
+            H::Dict(d) => match &heap.dicts[d as usize] {
+                DictSlot::Frame(_) => true,
+                DictSlot::Items { items, .. } => {
+                    items
+                        .iter()
+                        .any(|(k, _)| heap.as_str(*k) == Some("filename"))
+                        && !items.iter().any(|(k, _)| heap.as_str(*k) == Some("action"))
+                }
+                DictSlot::Free(_) => false,
+            },
+            _ => false,
+        }
     }
 
     fn new_trace(&mut self) -> usize {
@@ -397,6 +574,7 @@ impl Builder {
         self.node_budget -= 1;
         Ok(match v {
             H::None | H::Gone => Value::Null,
+            H::Frame(f) => self.frame_value(f),
             H::Bool(b) => Value::Bool(b),
             H::Int(i) => Value::Int(i),
             H::Big(b) => int_value(heap.bigs[b as usize]),
@@ -440,7 +618,7 @@ impl Builder {
                     Value::Map(out)
                 }
                 DictSlot::Frame(f) => self.frame_value(*f),
-                DictSlot::Free => Value::Null,
+                DictSlot::Free(_) => Value::Null,
             },
         })
     }
@@ -893,18 +1071,34 @@ fn int_value(v: i128) -> Value {
 }
 
 impl<'a> Absorb<'a> for Builder {
-    fn absorb(&mut self, heap: &mut Heap<'a>, list: u32, items: &[H], offset: u64) -> R<bool> {
+    fn absorb(
+        &mut self,
+        heap: &mut Heap<'a>,
+        list: u32,
+        items: &[H],
+        single: bool,
+        offset: u64,
+    ) -> R<Absorbed> {
         let trace = match &heap.lists[list as usize] {
             ListSlot::Events(t) => *t as usize,
             ListSlot::Items(existing) if existing.is_empty() => {
-                if !Self::is_trace_entry(heap, items[0]) {
-                    return Ok(false);
+                if Self::is_trace_entry(heap, items[0]) {
+                    let t = self.new_trace();
+                    heap.lists[list as usize] = ListSlot::Events(t as u32);
+                    t
+                } else if !single {
+                    // Perhaps a frames list: intern it now, so its items are never stored.
+                    return self.frames_into_stack(heap, list, None, items, offset);
+                } else {
+                    return Ok(Absorbed::No);
                 }
-                let t = self.new_trace();
-                heap.lists[list as usize] = ListSlot::Events(t as u32);
-                t
             }
-            _ => return Ok(false),
+            ListSlot::Stack(old) => {
+                // More frames for a list interned from an earlier batch.
+                let old = *old;
+                return self.frames_into_stack(heap, list, Some(old), items, offset);
+            }
+            _ => return Ok(Absorbed::No),
         };
         for &item in items {
             let H::Dict(d) = item else {
@@ -914,16 +1108,8 @@ impl<'a> Absorb<'a> for Builder {
                     format!("expected a trace entry dict, found {}", type_name(item)),
                 ));
             };
-            if !Self::is_trace_entry(heap, item) {
-                let index = self.traces[trace].as_ref().map_or(0, Trace::len);
-                return Err(schema(
-                    event_place(index, trace, offset),
-                    "trace entry has no `action`",
-                ));
-            }
             self.push_event(heap, d, trace, offset)?;
-            heap.recycle_dict(d);
         }
-        Ok(true)
+        Ok(Absorbed::Taken)
     }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::build::Builder;
-use super::pickle::{Absorb, Heap, ListSlot, Value};
+use super::pickle::{Absorb, Absorbed, Heap, ListSlot, Value};
 use crate::error::LoadErrorKind;
 
 struct Seed<'b, 'h> {
@@ -36,13 +36,14 @@ impl<'b, 'de> Seed<'b, 'de> {
         }
     }
 
+    /// Hands a batch to the builder.
     fn flush<E: serde::de::Error>(&mut self, list: u32, batch: &mut Vec<Value>) -> Result<(), E> {
         if batch.is_empty() {
             return Ok(());
         }
-        match self.builder.absorb(self.heap, list, batch, u64::MAX) {
-            Ok(true) => {}
-            Ok(false) => {
+        match self.builder.absorb(self.heap, list, batch, false, u64::MAX) {
+            Ok(Absorbed::Taken) => {}
+            Ok(Absorbed::No) => {
                 if let ListSlot::Items(v) = &mut self.heap.lists[list as usize] {
                     v.extend_from_slice(batch);
                 }
@@ -106,10 +107,10 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
         while let Some(v) = seq.next_element_seed(self.reborrow())? {
             batch.push(v);
             if batch.len() >= BATCH {
-                self.flush(l, &mut batch)?;
+                self.flush::<A::Error>(l, &mut batch)?;
             }
         }
-        self.flush(l, &mut batch)?;
+        self.flush::<A::Error>(l, &mut batch)?;
         Ok(list)
     }
 

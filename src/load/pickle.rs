@@ -30,6 +30,8 @@ pub(crate) enum Value {
     Dict(u32),
     /// Index into [`Heap::tuple_spans`].
     Tuple(u32),
+    /// A frame dict already interned by the builder.
+    Frame(crate::model::FrameId),
     /// A trace entry already turned into a record; a later memo reference to it is an error.
     Gone,
 }
@@ -55,8 +57,17 @@ pub(crate) enum DictSlot {
     },
     /// Reduced by the builder to an interned frame.
     Frame(crate::model::FrameId),
-    /// Recycled (its trace entry became a record).
-    Free,
+    /// Recycled (its trace entry became a record); the vector keeps its capacity so the
+    /// next dict needs no allocation.
+    Free(Vec<(Value, Value)>),
+}
+
+/// What the builder did with appended items.
+pub(crate) enum Absorbed {
+    /// Nothing: the machine appends them to the list.
+    No,
+    /// The builder stored them itself (as trace records or an interned stack).
+    Taken,
 }
 
 /// The value tables a pickle builds.
@@ -79,18 +90,45 @@ impl<'a> Heap<'a> {
         Value::List((self.lists.len() - 1) as u32)
     }
 
+    /// A new dict; reuses a recycled slot and its vector when there is one.
+    #[inline]
     pub fn new_dict(&mut self, items: Vec<(Value, Value)>) -> Value {
-        let slot = DictSlot::Items {
-            items,
-            memo: NO_MEMO,
-        };
         if let Some(i) = self.free_dicts.pop() {
-            self.dicts[i as usize] = slot;
+            let slot = &mut self.dicts[i as usize];
+            let items = match slot {
+                DictSlot::Free(spare) if items.is_empty() => std::mem::take(spare),
+                _ => items,
+            };
+            *slot = DictSlot::Items {
+                items,
+                memo: NO_MEMO,
+            };
             Value::Dict(i)
         } else {
-            self.dicts.push(slot);
+            self.dicts.push(DictSlot::Items {
+                items,
+                memo: NO_MEMO,
+            });
             Value::Dict((self.dicts.len() - 1) as u32)
         }
+    }
+
+    /// Takes a dict's items out for reading; give them back with [`Heap::recycle_dict`].
+    pub fn take_dict_items(&mut self, i: u32) -> Option<Vec<(Value, Value)>> {
+        match &mut self.dicts[i as usize] {
+            DictSlot::Items { items, .. } => Some(std::mem::take(items)),
+            _ => None,
+        }
+    }
+
+    /// Marks a dict as interned to a frame; its memo entry then yields the frame directly.
+    pub fn set_dict_frame(&mut self, i: u32, frame: crate::model::FrameId) {
+        if let DictSlot::Items { memo, .. } = self.dicts[i as usize]
+            && memo < MANY_MEMO
+        {
+            self.memo[memo as usize] = Value::Frame(frame);
+        }
+        self.dicts[i as usize] = DictSlot::Frame(frame);
     }
 
     pub fn new_tuple(&mut self, items: &[Value]) -> Value {
@@ -132,15 +170,18 @@ impl<'a> Heap<'a> {
 
     /// Recycles a dict whose contents became a record, so trace entries do not pile up as
     /// dict slots. A memo entry pointing at it is turned into [`Value::Gone`].
-    pub fn recycle_dict(&mut self, i: u32) {
-        if let DictSlot::Items { memo, .. } = self.dicts[i as usize] {
-            if memo == MANY_MEMO {
-                return; // referenced from several memo slots: keep it, it is rare
+    /// `items` are the dict's items taken with [`Heap::take_dict_items`].
+    pub fn recycle_dict(&mut self, i: u32, mut items: Vec<(Value, Value)>) {
+        if let DictSlot::Items { memo, items: slot } = &mut self.dicts[i as usize] {
+            if *memo == MANY_MEMO {
+                *slot = items; // referenced from several memo slots: keep it, it is rare
+                return;
             }
-            if memo != NO_MEMO {
-                self.memo[memo as usize] = Value::Gone;
+            if *memo != NO_MEMO {
+                self.memo[*memo as usize] = Value::Gone;
             }
-            self.dicts[i as usize] = DictSlot::Free;
+            items.clear();
+            self.dicts[i as usize] = DictSlot::Free(items);
             self.free_dicts.push(i);
         }
     }
@@ -156,15 +197,16 @@ impl<'a> Heap<'a> {
 
 /// The builder's hook into appends.
 pub(crate) trait Absorb<'a> {
-    /// Called when `items` are appended to `list`. Returns `Ok(true)` when the builder took
-    /// them (and updated the list slot itself), `Ok(false)` to let the machine append.
+    /// Called when `items` are appended to `list`; `single` for a one-item APPEND, which
+    /// protocols 0 and 1 use for every item.
     fn absorb(
         &mut self,
         heap: &mut Heap<'a>,
         list: u32,
         items: &[Value],
+        single: bool,
         offset: u64,
-    ) -> Result<bool, LoadErrorKind>;
+    ) -> Result<Absorbed, LoadErrorKind>;
 }
 
 /// Facts about the encoding, for `summary`'s format section.
@@ -361,6 +403,7 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    #[inline]
     fn memo_get(&mut self, idx: usize, at: usize) -> R<()> {
         match self.heap.memo.get(idx) {
             Some(Value::Gone) => Err(self.malformed(
@@ -395,12 +438,13 @@ impl<'a> Machine<'a> {
             self.stats.empty_batches += 1;
             return Ok(());
         }
-        let taken = absorb.absorb(&mut self.heap, l, &self.stack[from..], at as u64)?;
-        if !taken {
-            match &mut self.heap.lists[l as usize] {
+        let single = self.stack.len() - from == 1 && self.data.get(at) == Some(&b'a');
+        match absorb.absorb(&mut self.heap, l, &self.stack[from..], single, at as u64)? {
+            Absorbed::No => match &mut self.heap.lists[l as usize] {
                 ListSlot::Items(v) => v.extend_from_slice(&self.stack[from..]),
                 _ => return Err(self.malformed(at, "APPEND(S) to a list already reduced")),
-            }
+            },
+            Absorbed::Taken => {}
         }
         self.stack.truncate(from);
         Ok(())
@@ -432,101 +476,90 @@ impl<'a> Machine<'a> {
 
     /// Runs to STOP and returns the top value. `progress` is called with the offset
     /// every few MiB.
+    ///
+    /// The opcodes that make up nearly all of a snapshot (memo references, small ints,
+    /// short strings, container starts) are decoded here with the position in a local;
+    /// the rest go through [`Machine::step`].
     pub fn run<A: Absorb<'a>>(
         &mut self,
         absorb: &mut A,
         progress: &mut dyn FnMut(usize),
     ) -> R<Value> {
         const STEP: usize = 8 << 20;
+        let data = self.data;
         let mut next_report = STEP;
+        let mut pos = self.pos;
         loop {
-            if self.pos >= next_report {
-                progress(self.pos);
-                next_report = self.pos + STEP;
+            if pos >= next_report {
+                progress(pos);
+                next_report = pos + STEP;
             }
-            let at = self.pos;
-            let op = self.u8("an opcode (no STOP at the end)")?;
+            let Some(&op) = data.get(pos) else {
+                self.pos = pos;
+                return Err(LoadErrorKind::Truncated {
+                    offset: data.len() as u64,
+                    what: "an opcode (no STOP at the end)",
+                });
+            };
             match op {
-                // --- framing and protocol ---
-                0x80 => {
-                    let p = self.u8("the PROTO version")?;
-                    if p > 5 {
-                        return Err(self.malformed(at, format!("unsupported pickle protocol {p}")));
-                    }
-                    self.stats.protocol = Some(p);
+                b'h' if pos + 1 < data.len() => {
+                    let i = data[pos + 1] as usize;
+                    self.memo_get(i, pos)?;
+                    pos += 2;
                 }
-                0x95 => {
-                    self.u64le("a FRAME length")?;
+                b'j' if pos + 4 < data.len() => {
+                    let i = u32::from_le_bytes([
+                        data[pos + 1],
+                        data[pos + 2],
+                        data[pos + 3],
+                        data[pos + 4],
+                    ]);
+                    self.memo_get(i as usize, pos)?;
+                    pos += 5;
                 }
-                b'.' => {
-                    self.stats.end = self.pos as u64;
-                    if !self.marks.is_empty() {
-                        return Err(self.malformed(at, "STOP inside an open MARK"));
-                    }
-                    return match self.stack.len() {
-                        1 => Ok(self.stack[0]),
-                        0 => Err(self.malformed(at, "STOP with an empty stack")),
-                        n => Err(self.malformed(at, format!("STOP with {n} values on the stack"))),
-                    };
+                0x94 => {
+                    self.stats.memoize_ops += 1;
+                    let idx = self.heap.memo.len();
+                    self.memo_put(idx, pos)?;
+                    pos += 1;
                 }
-                // --- stack manipulation ---
-                b'(' => {
-                    if self.marks.len() >= MAX_MARKS {
-                        return Err(
-                            self.malformed(at, format!("more than {MAX_MARKS} nested MARKs"))
-                        );
-                    }
+                b'(' if self.marks.len() < MAX_MARKS => {
                     self.marks.push(self.stack.len());
+                    pos += 1;
                 }
-                b'0' => {
-                    self.pop(at)?;
+                b'K' if pos + 1 < data.len() => {
+                    self.stack.push(Value::Int(data[pos + 1] as i64));
+                    pos += 2;
                 }
-                b'1' => {
-                    let m = self.pop_mark(at)?;
-                    self.stack.truncate(m);
+                b'M' if pos + 2 < data.len() => {
+                    self.stack.push(Value::Int(
+                        u16::from_le_bytes([data[pos + 1], data[pos + 2]]) as i64,
+                    ));
+                    pos += 3;
                 }
-                b'2' => {
-                    let v = *self.top_mut(at)?;
-                    self.stack.push(v);
-                }
-                // --- constants and numbers ---
-                b'N' => self.stack.push(Value::None),
-                0x88 => self.stack.push(Value::Bool(true)),
-                0x89 => self.stack.push(Value::Bool(false)),
-                b'K' => {
-                    let v = self.u8("a BININT1 value")?;
+                b'J' if pos + 4 < data.len() => {
+                    let v = i32::from_le_bytes([
+                        data[pos + 1],
+                        data[pos + 2],
+                        data[pos + 3],
+                        data[pos + 4],
+                    ]);
                     self.stack.push(Value::Int(v as i64));
+                    pos += 5;
                 }
-                b'M' => {
-                    let b = self.take(2, "a BININT2 value")?;
-                    self.stack
-                        .push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i64));
-                }
-                b'J' => {
-                    let v = self.u32le("a BININT value")? as i32;
-                    self.stack.push(Value::Int(v as i64));
-                }
-                0x8a | 0x8b => {
-                    let n = if op == 0x8a {
-                        self.u8("a LONG1 length")? as usize
-                    } else {
-                        self.u32le("a LONG4 length")? as usize
-                    };
-                    let b = self.take(n, "the bytes of a long integer")?;
-                    if n > 16 {
-                        return Err(self.malformed(
-                            at,
-                            format!("integer of {n} bytes is too large for a snapshot field"),
-                        ));
+                0x8a if pos + 1 < data.len()
+                    && (data[pos + 1] as usize) <= 8
+                    && pos + 2 + data[pos + 1] as usize <= data.len() =>
+                {
+                    let n = data[pos + 1] as usize;
+                    let b = &data[pos + 2..pos + 2 + n];
+                    let mut a = [0u8; 8];
+                    a[..n].copy_from_slice(b);
+                    if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+                        for x in &mut a[n..] {
+                            *x = 0xff; // sign-extend
+                        }
                     }
-                    let mut v: i128 = 0;
-                    for (i, &byte) in b.iter().enumerate() {
-                        v |= (byte as i128) << (8 * i);
-                    }
-                    if n > 0 && n < 16 && b[n - 1] & 0x80 != 0 {
-                        v -= 1i128 << (8 * n); // two's complement sign
-                    }
-                    // Minimal length is what CPython writes; the C++ pickler always writes 8.
                     if n >= 2 {
                         let last = b[n - 1];
                         let prev_sign = b[n - 2] & 0x80;
@@ -534,218 +567,357 @@ impl<'a> Machine<'a> {
                             self.stats.long1_padded += 1;
                         }
                     }
-                    self.push_int(v);
-                }
-                b'G' => {
-                    let b = self.take(8, "a BINFLOAT value")?;
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(b);
-                    self.stack.push(Value::Float(f64::from_be_bytes(a)));
-                }
-                b'I' => {
-                    let l = self.line("an INT line")?;
-                    match l {
-                        b"01" => self.stack.push(Value::Bool(true)),
-                        b"00" => self.stack.push(Value::Bool(false)),
-                        _ => {
-                            let v = std::str::from_utf8(l)
-                                .ok()
-                                .and_then(|s| s.trim().parse::<i128>().ok())
-                                .ok_or_else(|| {
-                                    self.malformed(at, "INT is not a decimal integer")
-                                })?;
-                            self.push_int(v);
-                        }
+                    let v = i64::from_le_bytes(a);
+                    if n == 8 && v < 0 && b[7] & 0x80 == 0 {
+                        unreachable!("8 bytes without the sign bit are non-negative");
                     }
+                    self.stack.push(Value::Int(v));
+                    pos += 2 + n;
                 }
-                b'L' => {
-                    let l = self.line("a LONG line")?;
-                    let v = std::str::from_utf8(l)
-                        .ok()
-                        .map(|s| s.trim().trim_end_matches('L'))
-                        .and_then(|s| s.parse::<i128>().ok())
-                        .ok_or_else(|| {
-                            self.malformed(at, "LONG is not a decimal integer that fits 128 bits")
-                        })?;
-                    self.push_int(v);
-                }
-                b'F' => {
-                    let l = self.line("a FLOAT line")?;
-                    let v = std::str::from_utf8(l)
-                        .ok()
-                        .and_then(|s| s.trim().parse::<f64>().ok())
-                        .ok_or_else(|| self.malformed(at, "FLOAT is not a number"))?;
-                    self.stack.push(Value::Float(v));
-                }
-                // --- strings and bytes ---
-                0x8c | b'X' | 0x8d => {
-                    let n = match op {
-                        0x8c => self.u8("a SHORT_BINUNICODE length")? as u64,
-                        b'X' => self.u32le("a BINUNICODE length")? as u64,
-                        _ => self.u64le("a BINUNICODE8 length")?,
-                    };
-                    let n = usize::try_from(n).unwrap_or(usize::MAX);
-                    let b = self.take(n, "the bytes of a string")?;
-                    let s = self.utf8(b, at)?;
+                0x8c if pos + 1 < data.len() && pos + 2 + data[pos + 1] as usize <= data.len() => {
+                    let n = data[pos + 1] as usize;
+                    let b = &data[pos + 2..pos + 2 + n];
+                    let s = self.utf8(b, pos)?;
                     let v = self.heap.new_str(Cow::Borrowed(s));
                     self.stack.push(v);
-                }
-                b'V' => {
-                    let l = self.line("a UNICODE line")?;
-                    let s = decode_raw_unicode_escape(l)
-                        .ok_or_else(|| self.malformed(at, "bad UNICODE escape"))?;
-                    let v = self.heap.new_str(s);
-                    self.stack.push(v);
-                }
-                b'S' => {
-                    let l = self.line("a STRING line")?;
-                    let s = decode_py_string_literal(l)
-                        .ok_or_else(|| self.malformed(at, "bad STRING literal"))?;
-                    let v = self.heap.new_str(Cow::Owned(s));
-                    self.stack.push(v);
-                }
-                b'T' | b'U' => {
-                    // Python 2 byte strings; decoded as Latin-1 like pickle's default ASCII-ish handling.
-                    let n = if op == b'U' {
-                        self.u8("a SHORT_BINSTRING length")? as usize
-                    } else {
-                        self.u32le("a BINSTRING length")? as usize
-                    };
-                    let b = self.take(n, "the bytes of a string")?;
-                    let v = match std::str::from_utf8(b) {
-                        Ok(s) => self.heap.new_str(Cow::Borrowed(s)),
-                        Err(_) => self
-                            .heap
-                            .new_str(Cow::Owned(b.iter().map(|&c| c as char).collect())),
-                    };
-                    self.stack.push(v);
-                }
-                b'C' | b'B' | 0x8e | 0x96 => {
-                    let n = match op {
-                        b'C' => self.u8("a SHORT_BINBYTES length")? as u64,
-                        b'B' => self.u32le("a BINBYTES length")? as u64,
-                        _ => self.u64le("a BINBYTES8 length")?,
-                    };
-                    let n = usize::try_from(n).unwrap_or(usize::MAX);
-                    let b = self.take(n, "the bytes of a bytes object")?;
-                    self.heap.bytes.push(Cow::Borrowed(b));
-                    self.stack
-                        .push(Value::Bytes((self.heap.bytes.len() - 1) as u32));
-                }
-                // --- containers ---
-                b']' => {
-                    let v = self.heap.new_list(Vec::new());
-                    self.stack.push(v);
+                    pos += 2 + n;
                 }
                 b'}' => {
                     let v = self.heap.new_dict(Vec::new());
                     self.stack.push(v);
+                    pos += 1;
                 }
-                b')' => {
-                    let v = self.heap.new_tuple(&[]);
+                b']' => {
+                    let v = self.heap.new_list(Vec::new());
                     self.stack.push(v);
+                    pos += 1;
                 }
-                b'l' => {
-                    let m = self.pop_mark(at)?;
-                    let list = self.heap.new_list(Vec::new());
-                    // Route through the hook so lists of trace entries still become records.
-                    self.stack.insert(m, list);
-                    self.append_items(list, m + 1, absorb, at)?;
-                }
-                b'd' => {
-                    let m = self.pop_mark(at)?;
-                    let dict = self.heap.new_dict(Vec::new());
-                    self.stack.insert(m, dict);
-                    self.set_items(dict, m + 1, at)?;
-                }
-                b't' => {
-                    let m = self.pop_mark(at)?;
-                    let v = self.heap.new_tuple(&self.stack[m..]);
-                    self.stack.truncate(m);
-                    self.stack.push(v);
-                }
-                0x85..=0x87 => {
-                    let n = (op - 0x84) as usize;
-                    let floor = self.marks.last().copied().unwrap_or(0);
-                    if self.stack.len() < floor + n {
-                        return Err(self.malformed(at, "stack underflow in TUPLEn"));
+                _ => {
+                    self.pos = pos;
+                    if let Some(top) = self.step(op, absorb)? {
+                        return Ok(top);
                     }
-                    let from = self.stack.len() - n;
-                    let v = self.heap.new_tuple(&self.stack[from..]);
-                    self.stack.truncate(from);
-                    self.stack.push(v);
+                    pos = self.pos;
                 }
-                b'a' => {
-                    let item = self.pop(at)?;
-                    let list = *self.top_mut(at)?;
-                    self.stack.push(item);
-                    let from = self.stack.len() - 1;
-                    self.append_items(list, from, absorb, at)?;
-                }
-                b'e' => {
-                    let m = self.pop_mark(at)?;
-                    if m == 0 {
-                        return Err(self.malformed(at, "APPENDS with no list below the MARK"));
+            }
+        }
+    }
+
+    /// Decodes one opcode at `self.pos` (any opcode; `run` handles the common ones
+    /// itself). Returns the result at STOP.
+    fn step<A: Absorb<'a>>(&mut self, op: u8, absorb: &mut A) -> R<Option<Value>> {
+        let at = self.pos;
+        self.pos += 1;
+        {
+            {
+                match op {
+                    // --- framing and protocol ---
+                    0x80 => {
+                        let p = self.u8("the PROTO version")?;
+                        if p > 5 {
+                            return Err(
+                                self.malformed(at, format!("unsupported pickle protocol {p}"))
+                            );
+                        }
+                        self.stats.protocol = Some(p);
                     }
-                    let list = self.stack[m - 1];
-                    self.append_items(list, m, absorb, at)?;
-                }
-                b's' => {
-                    let floor = self.marks.last().copied().unwrap_or(0);
-                    if self.stack.len() < floor + 3 {
-                        return Err(self.malformed(at, "stack underflow in SETITEM"));
+                    0x95 => {
+                        self.u64le("a FRAME length")?;
                     }
-                    let from = self.stack.len() - 2;
-                    let dict = self.stack[from - 1];
-                    self.set_items(dict, from, at)?;
-                }
-                b'u' => {
-                    let m = self.pop_mark(at)?;
-                    if m == 0 {
-                        return Err(self.malformed(at, "SETITEMS with no dict below the MARK"));
+                    b'.' => {
+                        self.stats.end = self.pos as u64;
+                        if !self.marks.is_empty() {
+                            return Err(self.malformed(at, "STOP inside an open MARK"));
+                        }
+                        return match self.stack.len() {
+                            1 => Ok(Some(self.stack[0])),
+                            0 => Err(self.malformed(at, "STOP with an empty stack")),
+                            n => {
+                                Err(self
+                                    .malformed(at, format!("STOP with {n} values on the stack")))
+                            }
+                        };
                     }
-                    let dict = self.stack[m - 1];
-                    self.set_items(dict, m, at)?;
-                }
-                // --- memo ---
-                0x94 => {
-                    self.stats.memoize_ops += 1;
-                    let idx = self.heap.memo.len();
-                    self.memo_put(idx, at)?;
-                }
-                b'q' => {
-                    self.stats.put_ops += 1;
-                    let i = self.u8("a BINPUT index")? as usize;
-                    self.memo_put(i, at)?;
-                }
-                b'r' => {
-                    self.stats.put_ops += 1;
-                    let i = self.u32le("a LONG_BINPUT index")? as usize;
-                    self.memo_put(i, at)?;
-                }
-                b'p' => {
-                    self.stats.put_ops += 1;
-                    let l = self.line("a PUT index")?;
-                    let i = parse_index(l)
-                        .ok_or_else(|| self.malformed(at, "PUT index is not a number"))?;
-                    self.memo_put(i, at)?;
-                }
-                b'h' => {
-                    let i = self.u8("a BINGET index")? as usize;
-                    self.memo_get(i, at)?;
-                }
-                b'j' => {
-                    let i = self.u32le("a LONG_BINGET index")? as usize;
-                    self.memo_get(i, at)?;
-                }
-                b'g' => {
-                    let l = self.line("a GET index")?;
-                    let i = parse_index(l)
-                        .ok_or_else(|| self.malformed(at, "GET index is not a number"))?;
-                    self.memo_get(i, at)?;
-                }
-                other => {
-                    return Err(match opcode_name(other) {
+                    // --- stack manipulation ---
+                    b'(' => {
+                        if self.marks.len() >= MAX_MARKS {
+                            return Err(
+                                self.malformed(at, format!("more than {MAX_MARKS} nested MARKs"))
+                            );
+                        }
+                        self.marks.push(self.stack.len());
+                    }
+                    b'0' => {
+                        self.pop(at)?;
+                    }
+                    b'1' => {
+                        let m = self.pop_mark(at)?;
+                        self.stack.truncate(m);
+                    }
+                    b'2' => {
+                        let v = *self.top_mut(at)?;
+                        self.stack.push(v);
+                    }
+                    // --- constants and numbers ---
+                    b'N' => self.stack.push(Value::None),
+                    0x88 => self.stack.push(Value::Bool(true)),
+                    0x89 => self.stack.push(Value::Bool(false)),
+                    b'K' => {
+                        let v = self.u8("a BININT1 value")?;
+                        self.stack.push(Value::Int(v as i64));
+                    }
+                    b'M' => {
+                        let b = self.take(2, "a BININT2 value")?;
+                        self.stack
+                            .push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i64));
+                    }
+                    b'J' => {
+                        let v = self.u32le("a BININT value")? as i32;
+                        self.stack.push(Value::Int(v as i64));
+                    }
+                    0x8a | 0x8b => {
+                        let n = if op == 0x8a {
+                            self.u8("a LONG1 length")? as usize
+                        } else {
+                            self.u32le("a LONG4 length")? as usize
+                        };
+                        let b = self.take(n, "the bytes of a long integer")?;
+                        if n > 16 {
+                            return Err(self.malformed(
+                                at,
+                                format!("integer of {n} bytes is too large for a snapshot field"),
+                            ));
+                        }
+                        let mut v: i128 = 0;
+                        for (i, &byte) in b.iter().enumerate() {
+                            v |= (byte as i128) << (8 * i);
+                        }
+                        if n > 0 && n < 16 && b[n - 1] & 0x80 != 0 {
+                            v -= 1i128 << (8 * n); // two's complement sign
+                        }
+                        // Minimal length is what CPython writes; the C++ pickler always writes 8.
+                        if n >= 2 {
+                            let last = b[n - 1];
+                            let prev_sign = b[n - 2] & 0x80;
+                            if (last == 0 && prev_sign == 0) || (last == 0xff && prev_sign != 0) {
+                                self.stats.long1_padded += 1;
+                            }
+                        }
+                        self.push_int(v);
+                    }
+                    b'G' => {
+                        let b = self.take(8, "a BINFLOAT value")?;
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(b);
+                        self.stack.push(Value::Float(f64::from_be_bytes(a)));
+                    }
+                    b'I' => {
+                        let l = self.line("an INT line")?;
+                        match l {
+                            b"01" => self.stack.push(Value::Bool(true)),
+                            b"00" => self.stack.push(Value::Bool(false)),
+                            _ => {
+                                let v = std::str::from_utf8(l)
+                                    .ok()
+                                    .and_then(|s| s.trim().parse::<i128>().ok())
+                                    .ok_or_else(|| {
+                                        self.malformed(at, "INT is not a decimal integer")
+                                    })?;
+                                self.push_int(v);
+                            }
+                        }
+                    }
+                    b'L' => {
+                        let l = self.line("a LONG line")?;
+                        let v = std::str::from_utf8(l)
+                            .ok()
+                            .map(|s| s.trim().trim_end_matches('L'))
+                            .and_then(|s| s.parse::<i128>().ok())
+                            .ok_or_else(|| {
+                                self.malformed(
+                                    at,
+                                    "LONG is not a decimal integer that fits 128 bits",
+                                )
+                            })?;
+                        self.push_int(v);
+                    }
+                    b'F' => {
+                        let l = self.line("a FLOAT line")?;
+                        let v = std::str::from_utf8(l)
+                            .ok()
+                            .and_then(|s| s.trim().parse::<f64>().ok())
+                            .ok_or_else(|| self.malformed(at, "FLOAT is not a number"))?;
+                        self.stack.push(Value::Float(v));
+                    }
+                    // --- strings and bytes ---
+                    0x8c | b'X' | 0x8d => {
+                        let n = match op {
+                            0x8c => self.u8("a SHORT_BINUNICODE length")? as u64,
+                            b'X' => self.u32le("a BINUNICODE length")? as u64,
+                            _ => self.u64le("a BINUNICODE8 length")?,
+                        };
+                        let n = usize::try_from(n).unwrap_or(usize::MAX);
+                        let b = self.take(n, "the bytes of a string")?;
+                        let s = self.utf8(b, at)?;
+                        let v = self.heap.new_str(Cow::Borrowed(s));
+                        self.stack.push(v);
+                    }
+                    b'V' => {
+                        let l = self.line("a UNICODE line")?;
+                        let s = decode_raw_unicode_escape(l)
+                            .ok_or_else(|| self.malformed(at, "bad UNICODE escape"))?;
+                        let v = self.heap.new_str(s);
+                        self.stack.push(v);
+                    }
+                    b'S' => {
+                        let l = self.line("a STRING line")?;
+                        let s = decode_py_string_literal(l)
+                            .ok_or_else(|| self.malformed(at, "bad STRING literal"))?;
+                        let v = self.heap.new_str(Cow::Owned(s));
+                        self.stack.push(v);
+                    }
+                    b'T' | b'U' => {
+                        // Python 2 byte strings; decoded as Latin-1 like pickle's default ASCII-ish handling.
+                        let n = if op == b'U' {
+                            self.u8("a SHORT_BINSTRING length")? as usize
+                        } else {
+                            self.u32le("a BINSTRING length")? as usize
+                        };
+                        let b = self.take(n, "the bytes of a string")?;
+                        let v = match std::str::from_utf8(b) {
+                            Ok(s) => self.heap.new_str(Cow::Borrowed(s)),
+                            Err(_) => self
+                                .heap
+                                .new_str(Cow::Owned(b.iter().map(|&c| c as char).collect())),
+                        };
+                        self.stack.push(v);
+                    }
+                    b'C' | b'B' | 0x8e | 0x96 => {
+                        let n = match op {
+                            b'C' => self.u8("a SHORT_BINBYTES length")? as u64,
+                            b'B' => self.u32le("a BINBYTES length")? as u64,
+                            _ => self.u64le("a BINBYTES8 length")?,
+                        };
+                        let n = usize::try_from(n).unwrap_or(usize::MAX);
+                        let b = self.take(n, "the bytes of a bytes object")?;
+                        self.heap.bytes.push(Cow::Borrowed(b));
+                        self.stack
+                            .push(Value::Bytes((self.heap.bytes.len() - 1) as u32));
+                    }
+                    // --- containers ---
+                    b']' => {
+                        let v = self.heap.new_list(Vec::new());
+                        self.stack.push(v);
+                    }
+                    b'}' => {
+                        let v = self.heap.new_dict(Vec::new());
+                        self.stack.push(v);
+                    }
+                    b')' => {
+                        let v = self.heap.new_tuple(&[]);
+                        self.stack.push(v);
+                    }
+                    b'l' => {
+                        let m = self.pop_mark(at)?;
+                        let list = self.heap.new_list(Vec::new());
+                        // Route through the hook so lists of trace entries still become records.
+                        self.stack.insert(m, list);
+                        self.append_items(list, m + 1, absorb, at)?;
+                    }
+                    b'd' => {
+                        let m = self.pop_mark(at)?;
+                        let dict = self.heap.new_dict(Vec::new());
+                        self.stack.insert(m, dict);
+                        self.set_items(dict, m + 1, at)?;
+                    }
+                    b't' => {
+                        let m = self.pop_mark(at)?;
+                        let v = self.heap.new_tuple(&self.stack[m..]);
+                        self.stack.truncate(m);
+                        self.stack.push(v);
+                    }
+                    0x85..=0x87 => {
+                        let n = (op - 0x84) as usize;
+                        let floor = self.marks.last().copied().unwrap_or(0);
+                        if self.stack.len() < floor + n {
+                            return Err(self.malformed(at, "stack underflow in TUPLEn"));
+                        }
+                        let from = self.stack.len() - n;
+                        let v = self.heap.new_tuple(&self.stack[from..]);
+                        self.stack.truncate(from);
+                        self.stack.push(v);
+                    }
+                    b'a' => {
+                        let item = self.pop(at)?;
+                        let list = *self.top_mut(at)?;
+                        self.stack.push(item);
+                        let from = self.stack.len() - 1;
+                        self.append_items(list, from, absorb, at)?;
+                    }
+                    b'e' => {
+                        let m = self.pop_mark(at)?;
+                        if m == 0 {
+                            return Err(self.malformed(at, "APPENDS with no list below the MARK"));
+                        }
+                        let list = self.stack[m - 1];
+                        self.append_items(list, m, absorb, at)?;
+                    }
+                    b's' => {
+                        let floor = self.marks.last().copied().unwrap_or(0);
+                        if self.stack.len() < floor + 3 {
+                            return Err(self.malformed(at, "stack underflow in SETITEM"));
+                        }
+                        let from = self.stack.len() - 2;
+                        let dict = self.stack[from - 1];
+                        self.set_items(dict, from, at)?;
+                    }
+                    b'u' => {
+                        let m = self.pop_mark(at)?;
+                        if m == 0 {
+                            return Err(self.malformed(at, "SETITEMS with no dict below the MARK"));
+                        }
+                        let dict = self.stack[m - 1];
+                        self.set_items(dict, m, at)?;
+                    }
+                    // --- memo ---
+                    0x94 => {
+                        self.stats.memoize_ops += 1;
+                        let idx = self.heap.memo.len();
+                        self.memo_put(idx, at)?;
+                    }
+                    b'q' => {
+                        self.stats.put_ops += 1;
+                        let i = self.u8("a BINPUT index")? as usize;
+                        self.memo_put(i, at)?;
+                    }
+                    b'r' => {
+                        self.stats.put_ops += 1;
+                        let i = self.u32le("a LONG_BINPUT index")? as usize;
+                        self.memo_put(i, at)?;
+                    }
+                    b'p' => {
+                        self.stats.put_ops += 1;
+                        let l = self.line("a PUT index")?;
+                        let i = parse_index(l)
+                            .ok_or_else(|| self.malformed(at, "PUT index is not a number"))?;
+                        self.memo_put(i, at)?;
+                    }
+                    b'h' => {
+                        let i = self.u8("a BINGET index")? as usize;
+                        self.memo_get(i, at)?;
+                    }
+                    b'j' => {
+                        let i = self.u32le("a LONG_BINGET index")? as usize;
+                        self.memo_get(i, at)?;
+                    }
+                    b'g' => {
+                        let l = self.line("a GET index")?;
+                        let i = parse_index(l)
+                            .ok_or_else(|| self.malformed(at, "GET index is not a number"))?;
+                        self.memo_get(i, at)?;
+                    }
+                    other => {
+                        return Err(match opcode_name(other) {
                         Some(name) => LoadErrorKind::Forbidden {
                             name,
                             offset: at as u64,
@@ -759,9 +931,11 @@ impl<'a> Machine<'a> {
                             offset: at as u64,
                         },
                     });
+                    }
                 }
             }
         }
+        Ok(None)
     }
 }
 

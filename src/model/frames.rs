@@ -6,10 +6,9 @@
 //! with [`StackId`]s. Stacks live in one flat buffer (`frames` + `offsets`), innermost
 //! frame first, as in the file.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
+use super::fxhash::FastMap;
 use super::ids::{FrameId, StackId, StrId};
 use super::value::Extra;
 
@@ -18,7 +17,7 @@ use super::value::Extra;
 pub struct Strings {
     items: Vec<Box<str>>,
     #[serde(skip)]
-    index: HashMap<Box<str>, StrId>,
+    index: FastMap<Box<str>, StrId>,
 }
 
 impl PartialEq for Strings {
@@ -83,7 +82,7 @@ pub struct Frame {
 pub struct FrameTable {
     items: Vec<Frame>,
     #[serde(skip)]
-    index: HashMap<Frame, FrameId>,
+    index: FastMap<Frame, FrameId>,
 }
 
 impl FrameTable {
@@ -129,12 +128,45 @@ impl FrameTable {
 }
 
 /// Interned stacks in one flat buffer. Stack 0 is the empty stack.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// The index maps a hash of the frame ids to the first stack with that hash, and
+/// `chain` links stacks sharing a hash; the stacks themselves are never copied into it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StackTable {
     frames: Vec<FrameId>,
     offsets: Vec<u32>,
     #[serde(skip)]
-    index: HashMap<Box<[FrameId]>, StackId>,
+    index: FastMap<u64, u32>,
+    #[serde(skip)]
+    chain: Vec<u32>,
+}
+
+impl PartialEq for StackTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.frames == other.frames && self.offsets == other.offsets
+    }
+}
+
+const NO_STACK: u32 = u32::MAX;
+
+/// Hash of a run of frame ids: four independent multiply lanes, so a 40-frame stack
+/// costs a dozen dependent steps instead of forty.
+#[inline]
+pub fn hash_frames(frames: &[FrameId]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut lanes = [frames.len() as u64, 1, 2, 3];
+    let mut chunks = frames.chunks_exact(4);
+    for c in &mut chunks {
+        for (lane, f) in lanes.iter_mut().zip(c) {
+            *lane = (lane.rotate_left(5) ^ f.0 as u64).wrapping_mul(K);
+        }
+    }
+    for (lane, f) in lanes.iter_mut().zip(chunks.remainder()) {
+        *lane = (lane.rotate_left(5) ^ f.0 as u64).wrapping_mul(K);
+    }
+    lanes
+        .iter()
+        .fold(0u64, |h, &l| (h.rotate_left(23) ^ l).wrapping_mul(K))
 }
 
 impl Default for StackTable {
@@ -142,7 +174,8 @@ impl Default for StackTable {
         let mut t = StackTable {
             frames: Vec::new(),
             offsets: vec![0],
-            index: HashMap::new(),
+            index: FastMap::default(),
+            chain: Vec::new(),
         };
         t.intern(&[]);
         t
@@ -152,13 +185,20 @@ impl Default for StackTable {
 impl StackTable {
     /// Returns the id of the stack made of `frames` (innermost first), adding it if new.
     pub fn intern(&mut self, frames: &[FrameId]) -> StackId {
-        if let Some(&id) = self.index.get(frames) {
-            return id;
+        let hash = hash_frames(frames);
+        let head = self.index.get(&hash).copied().unwrap_or(NO_STACK);
+        let mut at = head;
+        while at != NO_STACK {
+            if self.get(StackId(at)) == frames {
+                return StackId(at);
+            }
+            at = self.chain[at as usize];
         }
         let id = StackId((self.offsets.len() - 1) as u32);
         self.frames.extend_from_slice(frames);
         self.offsets.push(self.frames.len() as u32);
-        self.index.insert(frames.into(), id);
+        self.chain.push(head);
+        self.index.insert(hash, id.0);
         id
     }
 
@@ -180,10 +220,11 @@ impl StackTable {
 
     pub(crate) fn rebuild_index(&mut self) {
         self.index.clear();
+        self.chain.clear();
         for i in 0..self.len() {
-            let id = StackId(i as u32);
-            let frames: Box<[FrameId]> = self.get(id).into();
-            self.index.insert(frames, id);
+            let hash = hash_frames(self.get(StackId(i as u32)));
+            let head = self.index.insert(hash, i as u32).unwrap_or(NO_STACK);
+            self.chain.push(head);
         }
     }
 

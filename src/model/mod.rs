@@ -2,6 +2,7 @@
 //! trace events per device, segments with their blocks, annotations and settings.
 
 mod frames;
+pub mod fxhash;
 mod ids;
 mod trace;
 mod value;
