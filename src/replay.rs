@@ -2,8 +2,7 @@
 //! answers what the trace cannot see (allocations made before it began, frees whose
 //! allocation fell out of the ring buffer).
 
-use std::collections::HashSet;
-
+use crate::model::fxhash::FastMap;
 use crate::model::{Action, DeviceView};
 
 /// How much of a device's history its trace covers.
@@ -23,20 +22,20 @@ pub struct Coverage {
 /// Walks the trace of `dev` and compares it with its final blocks.
 pub fn coverage(dev: &DeviceView) -> Coverage {
     let t = dev.trace;
-    let mut live: HashSet<u64> = HashSet::new();
-    let mut segs: HashSet<u64> = HashSet::new();
+    let mut live: FastMap<u64, ()> = FastMap::default();
+    let mut segs: FastMap<u64, ()> = FastMap::default();
     let mut cov = Coverage::default();
     for i in 0..t.len() {
         let addr = t.addr[i];
         match t.action[i] {
             Action::ALLOC => {
-                live.insert(addr);
+                live.insert(addr, ());
             }
-            Action::FREE_COMPLETED if !live.remove(&addr) => cov.unmatched_frees += 1,
+            Action::FREE_COMPLETED if live.remove(&addr).is_none() => cov.unmatched_frees += 1,
             Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
-                segs.insert(addr);
+                segs.insert(addr, ());
             }
-            Action::SEGMENT_FREE | Action::SEGMENT_UNMAP if !segs.remove(&addr) => {
+            Action::SEGMENT_FREE | Action::SEGMENT_UNMAP if segs.remove(&addr).is_none() => {
                 cov.unmatched_segment_frees += 1
             }
             _ => {}
@@ -46,7 +45,7 @@ pub fn coverage(dev: &DeviceView) -> Coverage {
         .segments
         .iter()
         .flat_map(|s| &s.blocks)
-        .filter(|b| b.state.is_active() && !live.contains(&b.address))
+        .filter(|b| b.state.is_active() && !live.contains_key(&b.address))
         .count() as u64;
     cov
 }

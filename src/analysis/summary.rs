@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, flags};
+use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, flags};
 use crate::replay;
 
 /// JSON schema name of [`Summary`].
@@ -211,16 +211,22 @@ fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
 
 fn time_range(dev: &DeviceView, snap: &Snapshot) -> (Option<i64>, Option<i64>) {
     let t = dev.trace;
-    let mut lo = None::<i64>;
-    let mut hi = None::<i64>;
-    for i in 0..t.len() {
-        if snap.meta(t.meta[i]).has(flags::TIME) {
-            let v = t.time_us[i];
-            lo = Some(lo.map_or(v, |x| x.min(v)));
-            hi = Some(hi.map_or(v, |x| x.max(v)));
+    let timed: Vec<bool> = snap.metas.iter().map(|m| m.has(flags::TIME)).collect();
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    let mut any = false;
+    for (&m, &v) in t.meta.iter().zip(&t.time_us) {
+        if timed[m.index()] {
+            any = true;
+            lo = lo.min(v);
+            hi = hi.max(v);
         }
     }
-    (lo, hi)
+    if any {
+        (Some(lo), Some(hi))
+    } else {
+        (None, None)
+    }
 }
 
 /// Guesses the producer: torch_npu orders `segment_pool_id` before `segment_type` and
@@ -305,16 +311,13 @@ fn overflowed(snap: &Snapshot) -> Option<bool> {
 
 /// Computes the summary of `snap`, read from `file`.
 pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
-    let mut all = Totals::default();
-    let mut devices = Vec::new();
-    for dev in snap.devices() {
-        let t = device_totals(&dev, snap);
-        all.add(&t);
-        let cov = replay::coverage(&dev);
-        let (first, last) = time_range(&dev, snap);
+    let one = |dev: &DeviceView| {
+        let t = device_totals(dev, snap);
+        let cov = replay::coverage(dev);
+        let (first, last) = time_range(dev, snap);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
-        devices.push(DeviceSummary {
+        DeviceSummary {
             device: dev.device,
             totals: t,
             first_time_us: first,
@@ -323,7 +326,31 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             unmatched_segment_frees: cov.unmatched_segment_frees,
             pre_trace_blocks: cov.pre_trace_blocks,
             wrapped,
-        });
+        }
+    };
+    // Devices are independent: the ones with long traces are summarized in parallel.
+    let views = snap.devices();
+    let devices: Vec<DeviceSummary> = std::thread::scope(|scope| {
+        let pending: Vec<_> = views
+            .iter()
+            .map(|dev| {
+                if dev.trace.len() > 100_000 {
+                    Err(scope.spawn(|| one(dev)))
+                } else {
+                    Ok(one(dev))
+                }
+            })
+            .collect();
+        pending
+            .into_iter()
+            .map(|p| {
+                p.unwrap_or_else(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            })
+            .collect()
+    });
+    let mut all = Totals::default();
+    for d in &devices {
+        all.add(&d.totals);
     }
     let overflowed = overflowed(snap);
     let trace = TraceInfo {
@@ -386,20 +413,23 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
 
 /// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so
 /// distinct ids are distinct stacks).
-fn used_nonempty_stacks(snap: &Snapshot) -> HashSet<crate::model::StackId> {
-    let mut used = HashSet::new();
+fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
+    let mut used = vec![false; snap.stacks.len()];
+    let mut mark = |s: StackId| used[s.index()] = true;
     for t in snap.all_traces() {
-        used.extend(t.stack.iter().copied());
+        t.stack.iter().for_each(|&s| mark(s));
     }
     for s in &snap.segments {
-        used.extend(s.stack);
+        s.stack.into_iter().for_each(&mut mark);
         for b in &s.blocks {
-            used.extend(b.stack);
+            b.stack.into_iter().for_each(&mut mark);
             for h in b.history.iter().flatten() {
-                used.extend(h.stack);
+                h.stack.into_iter().for_each(&mut mark);
             }
         }
     }
-    used.retain(|s| !snap.stacks.get(*s).is_empty());
-    used
+    (0..used.len() as u32)
+        .map(StackId)
+        .filter(|&s| used[s.index()] && !snap.stacks.get(s).is_empty())
+        .collect()
 }

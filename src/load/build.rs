@@ -5,30 +5,17 @@
 //! content. Everything else (segments, annotations, settings) is small and converted at
 //! the end.
 
-use std::collections::HashMap;
-
-use super::pickle::{Absorb, Absorbed, DictSlot, Heap, ListSlot, Value as H};
+use super::fields;
+use super::pickle::{Absorb, Absorbed, DictSlot, Heap, ListSlot, PendingEvent, Value as H};
+use super::stacks::StackInterner;
 use crate::error::LoadErrorKind;
+use crate::model::fxhash::FastMap;
 use crate::model::{
     Action, Annotation, Block, BlockState, EventMeta, Extra, Frame, FrameId, HistoryEntry, Layout,
     MetaId, Segment, Snapshot, StackId, Trace, Value, flags,
 };
 
 type R<T> = Result<T, LoadErrorKind>;
-
-// Trace-entry fields, as classified by `Builder::field_of`.
-const F_UNSET: u8 = 0;
-const F_OTHER: u8 = 1;
-const F_ACTION: u8 = 2;
-const F_ADDR: u8 = 3;
-const F_DEVICE_FREE: u8 = 4;
-const F_SIZE: u8 = 5;
-const F_STREAM: u8 = 6;
-const F_TIME: u8 = 7;
-const F_COMPILE_CONTEXT: u8 = 8;
-const F_USER_METADATA: u8 = 9;
-const F_POOL_ID: u8 = 10;
-const F_FRAMES: u8 = 11;
 
 /// Deepest nesting converted into owned values; snapshots need about 6.
 const MAX_DEPTH: usize = 200;
@@ -52,6 +39,7 @@ fn type_name(v: H) -> &'static str {
         H::Dict(_) => "a dict",
         H::Tuple(_) => "a tuple",
         H::Frame(_) => "a frame",
+        H::Event(_) => "a trace entry",
         H::Gone => "a consumed entry",
     }
 }
@@ -64,27 +52,15 @@ fn int_of(heap: &Heap, v: H) -> Option<i128> {
     }
 }
 
-/// Fields of one trace entry before interning.
-#[derive(Default)]
-struct RawEvent {
-    action: Option<H>,
-    addr: Option<i128>,
-    device_free: Option<i128>,
-    size: Option<i128>,
-    stream: Option<i128>,
-    time_us: Option<i128>,
-    time_after_user_metadata: bool,
-    compile_context: Option<H>,
-    user_metadata: Option<H>,
-    pool_id: Option<H>,
-    frames: Option<H>,
-}
+type RawEvent = PendingEvent;
 
 /// Builds a [`Snapshot`]; implements the machine's append hook.
 pub(crate) struct Builder {
     pub snap: Snapshot,
+    /// Stacks are interned on a worker thread; ids handed out while parsing are tickets.
+    stacks: StackInterner,
     traces: Vec<Option<Trace>>,
-    meta_index: HashMap<EventMeta, MetaId>,
+    meta_index: FastMap<EventMeta, MetaId>,
     last_meta: Option<MetaId>,
     /// Raw attributes (flags, stream, string indices) of the last event and their meta.
     last_raw_meta: Option<((u16, i64, u32, u32), MetaId)>,
@@ -99,8 +75,9 @@ impl Builder {
     pub fn new(input_len: usize) -> Self {
         Builder {
             snap: Snapshot::default(),
+            stacks: StackInterner::new(),
             traces: Vec::new(),
-            meta_index: HashMap::new(),
+            meta_index: FastMap::default(),
             last_meta: None,
             last_raw_meta: None,
             field_cache: Vec::new(),
@@ -111,6 +88,9 @@ impl Builder {
     }
 
     fn is_trace_entry(heap: &Heap, v: H) -> bool {
+        if let H::Event(_) = v {
+            return true;
+        }
         let H::Dict(d) = v else { return false };
         match heap.dict_items(d) {
             Some(items) => items.iter().any(|(k, _)| heap.as_str(*k) == Some("action")),
@@ -200,7 +180,7 @@ impl Builder {
         for item in items {
             ids.push(self.frame_of(heap, item, place)?);
         }
-        let id = self.snap.stacks.intern(&ids);
+        let id = self.stacks.intern(&ids);
         self.frame_scratch = ids;
         if let H::List(l) = v {
             heap.lists[l as usize] = ListSlot::Stack(id);
@@ -258,29 +238,18 @@ impl Builder {
     /// index is classified once and then looked up.
     #[inline]
     fn field_of(&mut self, heap: &Heap, k: H) -> u8 {
-        let H::Str(i) = k else { return F_OTHER };
+        let H::Str(i) = k else { return fields::OTHER };
         let i = i as usize;
         if let Some(&f) = self.field_cache.get(i)
-            && f != F_UNSET
+            && f != fields::UNSET
         {
             return f;
         }
         if self.field_cache.len() <= i {
-            self.field_cache.resize(heap.strs.len().max(i + 1), F_UNSET);
+            self.field_cache
+                .resize(heap.strs.len().max(i + 1), fields::UNSET);
         }
-        let f = match heap.str(i as u32) {
-            "action" => F_ACTION,
-            "addr" => F_ADDR,
-            "device_free" => F_DEVICE_FREE,
-            "size" => F_SIZE,
-            "stream" => F_STREAM,
-            "time_us" => F_TIME,
-            "compile_context" => F_COMPILE_CONTEXT,
-            "user_metadata" => F_USER_METADATA,
-            "pool_id" => F_POOL_ID,
-            "frames" => F_FRAMES,
-            _ => F_OTHER,
-        };
+        let f = fields::classify(heap.str(i as u32));
         self.field_cache[i] = f;
         f
     }
@@ -318,7 +287,7 @@ impl Builder {
                 })
             };
             match field {
-                F_ACTION => match v {
+                fields::ACTION => match v {
                     H::Str(_) => raw.action = Some(v),
                     _ => {
                         return Err(schema(
@@ -327,21 +296,21 @@ impl Builder {
                         ));
                     }
                 },
-                F_ADDR => raw.addr = Some(int("addr")?),
-                F_DEVICE_FREE => raw.device_free = Some(int("device_free")?),
-                F_SIZE => raw.size = Some(int("size")?),
-                F_STREAM => raw.stream = Some(int("stream")?),
-                F_TIME => {
+                fields::ADDR => raw.addr = Some(int("addr")?),
+                fields::DEVICE_FREE => raw.device_free = Some(int("device_free")?),
+                fields::SIZE => raw.size = Some(int("size")?),
+                fields::STREAM => raw.stream = Some(int("stream")?),
+                fields::TIME => {
                     raw.time_us = Some(int("time_us")?);
                     raw.time_after_user_metadata = seen_user_metadata;
                 }
-                F_COMPILE_CONTEXT if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
-                F_USER_METADATA if matches!(v, H::Str(_)) => {
+                fields::COMPILE_CONTEXT if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
+                fields::USER_METADATA if matches!(v, H::Str(_)) => {
                     seen_user_metadata = true;
                     raw.user_metadata = Some(v)
                 }
-                F_POOL_ID => raw.pool_id = Some(v),
-                F_FRAMES => raw.frames = Some(v),
+                fields::POOL_ID => raw.pool_id = Some(v),
+                fields::FRAMES => raw.frames = Some(v),
                 _ => {
                     let name = match heap.as_str(k) {
                         Some(s) => s.to_owned(),
@@ -353,6 +322,18 @@ impl Builder {
             }
         }
 
+        self.finish_event(heap, raw, extra, trace, place)
+    }
+
+    /// Interns the fields of a trace entry and appends it to `trace`.
+    fn finish_event(
+        &mut self,
+        heap: &mut Heap,
+        raw: RawEvent,
+        mut extra: Extra,
+        trace: usize,
+        place: &dyn Fn() -> String,
+    ) -> R<()> {
         let action = match raw.action {
             Some(H::Str(i)) => self.action_of(heap, i, place)?,
             _ => return Err(schema(place(), "trace entry has no `action`")),
@@ -410,12 +391,16 @@ impl Builder {
             }
             None => 0,
         };
-        let stack = match raw.frames {
-            Some(f) => {
+        let stack = match (raw.frames, raw.stack) {
+            (Some(f), _) => {
                 fl |= flags::FRAMES;
                 self.stack_of(heap, f, place)?
             }
-            None => StackId::EMPTY,
+            (None, Some(s)) => {
+                fl |= flags::FRAMES;
+                s
+            }
+            (None, None) => StackId::EMPTY,
         };
         let pool_id = match raw.pool_id {
             Some(p) => Some(self.owned(heap, p, 0)?),
@@ -485,7 +470,7 @@ impl Builder {
         let mut ids = std::mem::take(&mut self.frame_scratch);
         ids.clear();
         if let Some(p) = prefix {
-            ids.extend_from_slice(self.snap.stacks.get(p));
+            ids.extend(self.stacks.frames(p));
         }
         let mut all_frames = true;
         for &v in items {
@@ -507,18 +492,12 @@ impl Builder {
             ids.push(id);
         }
         let result = if all_frames {
-            let id = self.snap.stacks.intern(&ids);
+            let id = self.stacks.intern(&ids);
             heap.lists[list as usize] = ListSlot::Stack(id);
             Absorbed::Taken
         } else if let Some(p) = prefix {
             // Frames then something else: give the list its items back.
-            let mut back: Vec<H> = self
-                .snap
-                .stacks
-                .get(p)
-                .iter()
-                .map(|&f| H::Frame(f))
-                .collect();
+            let mut back: Vec<H> = self.stacks.frames(p).into_iter().map(H::Frame).collect();
             back.extend_from_slice(items);
             heap.lists[list as usize] = ListSlot::Items(back);
             Absorbed::Taken
@@ -573,7 +552,7 @@ impl Builder {
         }
         self.node_budget -= 1;
         Ok(match v {
-            H::None | H::Gone => Value::Null,
+            H::None | H::Gone | H::Event(_) => Value::Null,
             H::Frame(f) => self.frame_value(f),
             H::Bool(b) => Value::Bool(b),
             H::Int(i) => Value::Int(i),
@@ -644,15 +623,9 @@ impl Builder {
         Value::Map(m)
     }
 
-    fn stack_value(&self, s: StackId) -> Value {
-        Value::List(
-            self.snap
-                .stacks
-                .get(s)
-                .iter()
-                .map(|&f| self.frame_value(f))
-                .collect(),
-        )
+    fn stack_value(&mut self, s: StackId) -> Value {
+        let frames = self.stacks.frames(s);
+        Value::List(frames.into_iter().map(|f| self.frame_value(f)).collect())
     }
 
     // ---------- the rest of the file ----------
@@ -1047,7 +1020,31 @@ impl Builder {
                 unknown.join(", ")
             ));
         }
-        Ok(self.snap)
+        let (table, ids) = self.stacks.finish();
+        let mut snap = self.snap;
+        snap.stacks = table;
+        remap_stacks(&mut snap, &ids);
+        Ok(snap)
+    }
+}
+
+/// Replaces stack tickets by interned ids everywhere the model holds a stack.
+fn remap_stacks(snap: &mut Snapshot, ids: &[StackId]) {
+    let map = |s: &mut StackId| *s = ids.get(s.index()).copied().unwrap_or(StackId::EMPTY);
+    for t in snap.device_traces.iter_mut().flatten() {
+        t.stack.iter_mut().for_each(map);
+    }
+    for t in snap.host_traces.iter_mut().flatten() {
+        t.stack.iter_mut().for_each(map);
+    }
+    for seg in &mut snap.segments {
+        seg.stack.iter_mut().for_each(map);
+        for b in &mut seg.blocks {
+            b.stack.iter_mut().for_each(map);
+            for h in b.history.iter_mut().flatten() {
+                h.stack.iter_mut().for_each(map);
+            }
+        }
     }
 }
 
@@ -1101,15 +1098,41 @@ impl<'a> Absorb<'a> for Builder {
             _ => return Ok(Absorbed::No),
         };
         for &item in items {
-            let H::Dict(d) = item else {
-                let index = self.traces[trace].as_ref().map_or(0, Trace::len);
-                return Err(schema(
-                    event_place(index, trace, offset),
-                    format!("expected a trace entry dict, found {}", type_name(item)),
-                ));
-            };
-            self.push_event(heap, d, trace, offset)?;
+            match item {
+                H::Dict(d) => self.push_event(heap, d, trace, offset)?,
+                H::Event(k) => {
+                    let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+                    let place = || event_place(index, trace, offset);
+                    let raw = heap
+                        .pending
+                        .get(k as usize)
+                        .copied()
+                        .ok_or_else(|| schema(place(), "trace entry referenced twice"))?;
+                    self.finish_event(heap, raw, Extra::new(), trace, &place)?;
+                }
+                _ => {
+                    let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+                    return Err(schema(
+                        event_place(index, trace, offset),
+                        format!("expected a trace entry dict, found {}", type_name(item)),
+                    ));
+                }
+            }
+        }
+        // Entries decoded ahead wait only until their APPENDS: all are consumed now.
+        if let Some(H::Event(k)) = items.last()
+            && *k as usize + 1 == heap.pending.len()
+        {
+            heap.pending.clear();
         }
         Ok(Absorbed::Taken)
+    }
+
+    fn intern_stack(&mut self, frames: &[FrameId]) -> StackId {
+        self.stacks.intern(frames)
+    }
+
+    fn field_of(&mut self, heap: &Heap<'a>, key: H) -> u8 {
+        Builder::field_of(self, heap, key)
     }
 }

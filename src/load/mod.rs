@@ -6,8 +6,10 @@
 
 mod build;
 pub mod cache;
+mod fields;
 mod json;
 mod pickle;
+mod stacks;
 
 use std::fs::File;
 use std::io::Read;
@@ -99,23 +101,67 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Sequential);
-    let mut release = |done: usize| {
-        // Give back pages already parsed so resident memory stays below the file size.
-        // Safe for a private read-only file map: a later access simply reads the page again.
+    let parsed = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // The second core maps pages in ahead of the parser and gives them back behind it,
+        // so the parser neither waits on page faults nor keeps the whole file resident.
+        scope.spawn(|| pager(&map, &parsed, &finished));
+        let result = load_bytes_with(&map, opts, &mut |done| {
+            parsed.store(done, std::sync::atomic::Ordering::Relaxed)
+        });
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })
+}
+
+/// How far ahead of the parser pages are mapped in, and how far behind they are released.
+const PAGER_AHEAD: usize = 48 << 20;
+const PAGER_BEHIND: usize = 1 << 20;
+const PAGE: usize = 4096;
+
+fn pager(
+    map: &memmap2::Mmap,
+    parsed: &std::sync::atomic::AtomicUsize,
+    finished: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let len = map.len();
+    let mut touched = 0usize;
+    #[cfg(unix)]
+    let mut released = 0usize;
+    let mut sink = 0u8;
+    while !finished.load(Relaxed) {
+        let at = parsed.load(Relaxed);
+        let target = len.min(at + PAGER_AHEAD);
+        let busy = touched < target;
+        while touched < target {
+            // Reading one byte of a page maps it (and its neighbours) into our page table.
+            // SAFETY: `touched < len`, inside the map.
+            sink ^= unsafe { std::ptr::read_volatile(map.as_ptr().add(touched)) };
+            touched += PAGE;
+        }
         #[cfg(unix)]
         {
-            let keep = 1usize << 20;
-            if done > keep {
-                let upto = (done - keep) & !0xfff;
+            let upto = at.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
+            if upto > released + (8 << 20) {
+                // SAFETY: a read-only file map; dropping pages only means that a later read
+                // (a string borrowed earlier) faults them in again from the page cache.
                 unsafe {
-                    let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, upto);
+                    let _ = map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        released,
+                        upto - released,
+                    );
                 }
+                released = upto;
             }
         }
-        #[cfg(not(unix))]
-        let _ = done;
-    };
-    load_bytes_with(&map, opts, &mut release)
+        if !busy {
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+    }
+    std::hint::black_box(sink);
 }
 
 /// Loads a snapshot held in memory.

@@ -32,8 +32,32 @@ pub(crate) enum Value {
     Tuple(u32),
     /// A frame dict already interned by the builder.
     Frame(crate::model::FrameId),
+    /// A trace entry decoded straight into [`Heap::pending`] (index), waiting for the
+    /// APPENDS that puts it in its list.
+    Event(u32),
     /// A trace entry already turned into a record; a later memo reference to it is an error.
     Gone,
+}
+
+/// The fields of one trace entry, before interning. Filled either from a dict (the general
+/// path) or straight from the bytes (the fast path in [`Machine::run`]).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PendingEvent {
+    pub action: Option<Value>,
+    pub addr: Option<i128>,
+    pub device_free: Option<i128>,
+    pub size: Option<i128>,
+    pub stream: Option<i128>,
+    pub time_us: Option<i128>,
+    /// `time_us` came after `user_metadata` (the C++ pickler's key order).
+    pub time_after_user_metadata: bool,
+    pub compile_context: Option<Value>,
+    pub user_metadata: Option<Value>,
+    pub pool_id: Option<Value>,
+    /// The `frames` value (general path).
+    pub frames: Option<Value>,
+    /// The interned `frames` (fast path).
+    pub stack: Option<crate::model::StackId>,
 }
 
 /// Memo back-reference of a dict slot: none, exactly one memo index, or several.
@@ -82,6 +106,8 @@ pub(crate) struct Heap<'a> {
     pub tuples: Vec<Value>,
     pub tuple_spans: Vec<(u32, u32)>,
     pub memo: Vec<Value>,
+    /// Trace entries decoded by the fast path, until their APPENDS.
+    pub pending: Vec<PendingEvent>,
 }
 
 impl<'a> Heap<'a> {
@@ -207,6 +233,12 @@ pub(crate) trait Absorb<'a> {
         single: bool,
         offset: u64,
     ) -> Result<Absorbed, LoadErrorKind>;
+
+    /// Interns a complete frames list the machine decoded itself.
+    fn intern_stack(&mut self, frames: &[crate::model::FrameId]) -> crate::model::StackId;
+
+    /// The [`super::fields`] code of a dict key.
+    fn field_of(&mut self, heap: &Heap<'a>, key: Value) -> u8;
 }
 
 /// Facts about the encoding, for `summary`'s format section.
@@ -236,6 +268,7 @@ pub(crate) struct Machine<'a> {
     marks: Vec<usize>,
     pub heap: Heap<'a>,
     pub stats: Stats,
+    frame_scratch: Vec<crate::model::FrameId>,
 }
 
 type R<T> = Result<T, LoadErrorKind>;
@@ -270,6 +303,7 @@ impl<'a> Machine<'a> {
             marks: Vec::with_capacity(64),
             heap: Heap::default(),
             stats: Stats::default(),
+            frame_scratch: Vec::with_capacity(256),
         }
     }
 
@@ -485,7 +519,7 @@ impl<'a> Machine<'a> {
         absorb: &mut A,
         progress: &mut dyn FnMut(usize),
     ) -> R<Value> {
-        const STEP: usize = 8 << 20;
+        const STEP: usize = 4 << 20;
         let data = self.data;
         let mut next_report = STEP;
         let mut pos = self.pos;
@@ -567,11 +601,7 @@ impl<'a> Machine<'a> {
                             self.stats.long1_padded += 1;
                         }
                     }
-                    let v = i64::from_le_bytes(a);
-                    if n == 8 && v < 0 && b[7] & 0x80 == 0 {
-                        unreachable!("8 bytes without the sign bit are non-negative");
-                    }
-                    self.stack.push(Value::Int(v));
+                    self.stack.push(Value::Int(i64::from_le_bytes(a)));
                     pos += 2 + n;
                 }
                 0x8c if pos + 1 < data.len() && pos + 2 + data[pos + 1] as usize <= data.len() => {
@@ -583,6 +613,18 @@ impl<'a> Machine<'a> {
                     pos += 2 + n;
                 }
                 b'}' => {
+                    // A trace entry as CPython writes it: decode it straight into a record.
+                    if data.get(pos + 1) == Some(&0x94)
+                        && data.get(pos + 2) == Some(&b'(')
+                        && let Some((end, ev)) = self.event_dict(pos + 3, absorb)
+                    {
+                        self.stats.memoize_ops += 1;
+                        self.heap.pending.push(ev);
+                        self.stack
+                            .push(Value::Event((self.heap.pending.len() - 1) as u32));
+                        pos = end;
+                        continue;
+                    }
                     let v = self.heap.new_dict(Vec::new());
                     self.stack.push(v);
                     pos += 1;
@@ -591,6 +633,19 @@ impl<'a> Machine<'a> {
                     let v = self.heap.new_list(Vec::new());
                     self.stack.push(v);
                     pos += 1;
+                    // The shape of nearly every list in a snapshot: a frames list of memo
+                    // references to frames already interned. Decode it in one pass.
+                    if data.get(pos) == Some(&0x94)
+                        && data.get(pos + 1) == Some(&b'(')
+                        && let Value::List(l) = v
+                        && let Some((end, id)) = self.frames_list(pos + 2, absorb)
+                    {
+                        self.stats.memoize_ops += 1;
+                        let idx = self.heap.memo.len();
+                        self.memo_put(idx, pos)?;
+                        self.heap.lists[l as usize] = ListSlot::Stack(id);
+                        pos = end;
+                    }
                 }
                 _ => {
                     self.pos = pos;
@@ -600,6 +655,227 @@ impl<'a> Machine<'a> {
                     pos = self.pos;
                 }
             }
+        }
+    }
+
+    /// Reads a frames-list body (`BINGET`/`LONG_BINGET`s of interned frames, then
+    /// `APPENDS`) starting at `p` and interns it; returns the offset after `APPENDS` and
+    /// the stack, or `None` (nothing consumed) when the body holds anything else.
+    #[inline]
+    fn frames_list<A: Absorb<'a>>(
+        &mut self,
+        mut p: usize,
+        absorb: &mut A,
+    ) -> Option<(usize, crate::model::StackId)> {
+        let data = self.data;
+        self.frame_scratch.clear();
+        loop {
+            let idx = match *data.get(p)? {
+                b'h' => {
+                    let i = *data.get(p + 1)? as usize;
+                    p += 2;
+                    i
+                }
+                b'j' => {
+                    let b = data.get(p + 1..p + 5)?;
+                    p += 5;
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+                }
+                b'e' if !self.frame_scratch.is_empty() => break,
+                _ => return None,
+            };
+            match self.heap.memo.get(idx)? {
+                Value::Frame(f) => self.frame_scratch.push(*f),
+                _ => return None,
+            }
+        }
+        Some((p + 1, absorb.intern_stack(&self.frame_scratch)))
+    }
+
+    /// Decodes a trace-entry dict body (`key value ... SETITEMS`) starting at `p`, the dict
+    /// itself already counted as memoized. Keys must be memoized strings, values the plain
+    /// kinds trace entries hold; anything else undoes what was done (memo entries, strings,
+    /// lists) and returns `None`, so the general path decodes the same bytes again.
+    fn event_dict<A: Absorb<'a>>(
+        &mut self,
+        mut p: usize,
+        absorb: &mut A,
+    ) -> Option<(usize, PendingEvent)> {
+        let data = self.data;
+        let (memo_len, strs_len, lists_len) = (
+            self.heap.memo.len(),
+            self.heap.strs.len(),
+            self.heap.lists.len(),
+        );
+        self.heap.memo.push(Value::Gone); // the dict's own MEMOIZE
+        let mut ev = PendingEvent::default();
+        let mut seen_user_metadata = false;
+        let ok = loop {
+            let key = match data.get(p) {
+                Some(b'u') => break ev.action.is_some(),
+                Some(b'h') => match data.get(p + 1) {
+                    Some(&i) => {
+                        p += 2;
+                        i as usize
+                    }
+                    None => break false,
+                },
+                Some(b'j') => match data.get(p + 1..p + 5) {
+                    Some(b) => {
+                        p += 5;
+                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+                    }
+                    None => break false,
+                },
+                _ => break false,
+            };
+            let Some(&k @ Value::Str(_)) = self.heap.memo.get(key) else {
+                break false;
+            };
+            let field = absorb.field_of(&self.heap, k);
+            let done = match field {
+                super::fields::ACTION
+                | super::fields::COMPILE_CONTEXT
+                | super::fields::USER_METADATA => match self.fast_str(&mut p) {
+                    Some(v) => {
+                        match field {
+                            super::fields::ACTION => ev.action = Some(v),
+                            super::fields::COMPILE_CONTEXT => ev.compile_context = Some(v),
+                            _ => {
+                                seen_user_metadata = true;
+                                ev.user_metadata = Some(v)
+                            }
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                super::fields::ADDR
+                | super::fields::DEVICE_FREE
+                | super::fields::SIZE
+                | super::fields::STREAM
+                | super::fields::TIME => match fast_int(data, &mut p) {
+                    Some(v) => {
+                        let v = Some(v as i128);
+                        match field {
+                            super::fields::ADDR => ev.addr = v,
+                            super::fields::DEVICE_FREE => ev.device_free = v,
+                            super::fields::SIZE => ev.size = v,
+                            super::fields::STREAM => ev.stream = v,
+                            _ => {
+                                ev.time_us = v;
+                                ev.time_after_user_metadata = seen_user_metadata;
+                            }
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                super::fields::FRAMES => match self.fast_frames(&mut p, absorb) {
+                    Some(s) => {
+                        ev.stack = Some(s);
+                        true
+                    }
+                    None => false,
+                },
+                _ => false,
+            };
+            if !done {
+                break false;
+            }
+        };
+        if ok {
+            Some((p + 1, ev))
+        } else {
+            self.heap.memo.truncate(memo_len);
+            self.heap.strs.truncate(strs_len);
+            self.heap.lists.truncate(lists_len);
+            None
+        }
+    }
+
+    /// A string value: a memo reference to a string, or a short string (memoized or not).
+    #[inline]
+    fn fast_str(&mut self, p: &mut usize) -> Option<Value> {
+        let data = self.data;
+        let v = match *data.get(*p)? {
+            b'h' => {
+                let v = *self.heap.memo.get(*data.get(*p + 1)? as usize)?;
+                *p += 2;
+                v
+            }
+            b'j' => {
+                let b = data.get(*p + 1..*p + 5)?;
+                let v = *self
+                    .heap
+                    .memo
+                    .get(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)?;
+                *p += 5;
+                v
+            }
+            0x8c => {
+                let n = *data.get(*p + 1)? as usize;
+                let b = data.get(*p + 2..*p + 2 + n)?;
+                let s = std::str::from_utf8(b).ok()?;
+                *p += 2 + n;
+                let v = self.heap.new_str(Cow::Borrowed(s));
+                if data.get(*p) == Some(&0x94) {
+                    self.heap.memo.push(v);
+                    *p += 1;
+                }
+                v
+            }
+            _ => return None,
+        };
+        matches!(v, Value::Str(_)).then_some(v)
+    }
+
+    /// A `frames` value: a memo reference to an interned (or empty) list, or a new list of
+    /// interned frames, or a new empty list.
+    #[inline]
+    fn fast_frames<A: Absorb<'a>>(
+        &mut self,
+        p: &mut usize,
+        absorb: &mut A,
+    ) -> Option<crate::model::StackId> {
+        let data = self.data;
+        let list = match *data.get(*p)? {
+            b'h' => {
+                let v = *self.heap.memo.get(*data.get(*p + 1)? as usize)?;
+                *p += 2;
+                v
+            }
+            b'j' => {
+                let b = data.get(*p + 1..*p + 5)?;
+                let v = *self
+                    .heap
+                    .memo
+                    .get(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)?;
+                *p += 5;
+                v
+            }
+            b']' if data.get(*p + 1) == Some(&0x94) => {
+                let v = self.heap.new_list(Vec::new());
+                let Value::List(l) = v else { return None };
+                self.heap.memo.push(v);
+                if data.get(*p + 2) == Some(&b'(') {
+                    let (end, id) = self.frames_list(*p + 3, absorb)?;
+                    self.heap.lists[l as usize] = ListSlot::Stack(id);
+                    *p = end;
+                    return Some(id);
+                }
+                *p += 2;
+                return Some(crate::model::StackId::EMPTY);
+            }
+            _ => return None,
+        };
+        match list {
+            Value::List(l) => match &self.heap.lists[l as usize] {
+                ListSlot::Stack(s) => Some(*s),
+                ListSlot::Items(items) if items.is_empty() => Some(crate::model::StackId::EMPTY),
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -937,6 +1213,42 @@ impl<'a> Machine<'a> {
         }
         Ok(None)
     }
+}
+
+/// A small int value (BININT1, BININT2, BININT, or LONG1 of at most 8 bytes).
+#[inline]
+fn fast_int(data: &[u8], p: &mut usize) -> Option<i64> {
+    let v = match *data.get(*p)? {
+        b'K' => {
+            let v = *data.get(*p + 1)? as i64;
+            *p += 2;
+            v
+        }
+        b'M' => {
+            let b = data.get(*p + 1..*p + 3)?;
+            *p += 3;
+            u16::from_le_bytes([b[0], b[1]]) as i64
+        }
+        b'J' => {
+            let b = data.get(*p + 1..*p + 5)?;
+            *p += 5;
+            i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64
+        }
+        0x8a => {
+            let n = *data.get(*p + 1)? as usize;
+            if n == 0 || n > 8 {
+                return None;
+            }
+            let b = data.get(*p + 2..*p + 2 + n)?;
+            let fill = if b[n - 1] & 0x80 != 0 { 0xff } else { 0 };
+            let mut a = [fill; 8];
+            a[..n].copy_from_slice(b);
+            *p += 2 + n;
+            i64::from_le_bytes(a)
+        }
+        _ => return None,
+    };
+    Some(v)
 }
 
 fn parse_index(l: &[u8]) -> Option<usize> {

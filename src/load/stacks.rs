@@ -1,0 +1,123 @@
+//! Stack interning on the second core. Hash-consing every frames list (real snapshots
+//! write a fresh list per event) is a fifth of the load; the reader hands each list to a
+//! worker thread and carries on with a *ticket* (a provisional [`StackId`], sequential),
+//! which is translated to the interned id once parsing ends.
+
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use crate::model::{FrameId, StackId, StackTable};
+
+/// Words per batch sent to the worker (`[len, frame ids...]` records).
+const BATCH_WORDS: usize = 1 << 16;
+/// Batches in flight: bounds the memory between the two threads.
+const IN_FLIGHT: usize = 8;
+
+enum Msg {
+    Batch(Vec<u32>),
+    /// The frames of a ticket, answered once every earlier batch is processed.
+    Query(u32, SyncSender<Vec<FrameId>>),
+}
+
+/// The reader's side: issues tickets, batches frames lists for the worker.
+pub(crate) struct StackInterner {
+    tx: Option<SyncSender<Msg>>,
+    worker: Option<JoinHandle<(StackTable, Vec<StackId>)>>,
+    buf: Vec<u32>,
+    next_ticket: u32,
+}
+
+fn work(rx: Receiver<Msg>) -> (StackTable, Vec<StackId>) {
+    let mut table = StackTable::default();
+    // Ticket 0 is the empty stack, which is also stack 0.
+    let mut ids = vec![StackId::EMPTY];
+    let mut frames: Vec<FrameId> = Vec::with_capacity(256);
+    for msg in rx {
+        match msg {
+            Msg::Batch(words) => {
+                let mut i = 0;
+                while i < words.len() {
+                    let n = words[i] as usize;
+                    frames.clear();
+                    frames.extend(words[i + 1..i + 1 + n].iter().map(|&w| FrameId(w)));
+                    ids.push(table.intern(&frames));
+                    i += 1 + n;
+                }
+            }
+            Msg::Query(ticket, reply) => {
+                let f = ids
+                    .get(ticket as usize)
+                    .map(|&s| table.get(s).to_vec())
+                    .unwrap_or_default();
+                let _ = reply.send(f);
+            }
+        }
+    }
+    (table, ids)
+}
+
+impl StackInterner {
+    pub fn new() -> Self {
+        let (tx, rx) = sync_channel(IN_FLIGHT);
+        let worker = std::thread::Builder::new()
+            .name("leakscope-stacks".into())
+            .spawn(move || work(rx))
+            .ok();
+        StackInterner {
+            tx: worker.as_ref().map(|_| tx),
+            worker,
+            buf: Vec::with_capacity(BATCH_WORDS),
+            next_ticket: 1,
+        }
+    }
+
+    fn send(&mut self, msg: Msg) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(msg);
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_WORDS));
+            self.send(Msg::Batch(batch));
+        }
+    }
+
+    /// A ticket for the stack made of `frames`.
+    #[inline]
+    pub fn intern(&mut self, frames: &[FrameId]) -> StackId {
+        if frames.is_empty() {
+            return StackId::EMPTY;
+        }
+        let t = self.next_ticket;
+        self.next_ticket += 1;
+        self.buf.push(frames.len() as u32);
+        self.buf.extend(frames.iter().map(|f| f.0));
+        if self.buf.len() >= BATCH_WORDS {
+            self.flush();
+        }
+        StackId(t)
+    }
+
+    /// The frames behind a ticket (waits for the worker; rare: only for values kept as data).
+    pub fn frames(&mut self, ticket: StackId) -> Vec<FrameId> {
+        if ticket == StackId::EMPTY {
+            return Vec::new();
+        }
+        self.flush();
+        let (reply_tx, reply_rx) = sync_channel(1);
+        self.send(Msg::Query(ticket.0, reply_tx));
+        reply_rx.recv().unwrap_or_default()
+    }
+
+    /// Ends the worker: the interned table, and the id of every ticket.
+    pub fn finish(mut self) -> (StackTable, Vec<StackId>) {
+        self.flush();
+        self.tx = None; // closes the channel
+        self.worker
+            .take()
+            .and_then(|w| w.join().ok())
+            .unwrap_or_else(|| (StackTable::default(), vec![StackId::EMPTY]))
+    }
+}
