@@ -57,6 +57,13 @@ MIN_LARGE_ALLOC = 10 * MiB    # above this, one segment rounded up to 2 MiB
 ALLOC, FREE_REQ, FREE_DONE = 'alloc', 'free_requested', 'free_completed'
 SEG_ALLOC, SEG_FREE = 'segment_alloc', 'segment_free'
 NA, EMPTY_STR = 'N/A', ''
+
+
+def fresh_na():
+    # PyTorch builds compile_context as a new Python string for every entry (real files
+    # carry one SHORT_BINUNICODE 'N/A' + MEMOIZE per event), unlike '' which CPython
+    # interns. A shared object would make the file smaller and faster to read than real.
+    return ''.join(('N', '/A'))
 ACTIVE, PENDING, INACTIVE = 'active_allocated', 'active_pending_free', 'inactive'
 LARGE, SMALL = 'large', 'small'
 
@@ -476,7 +483,7 @@ class Device:
         if emit:
             self.n_seg_alloc += 1
             self.trace.append({'action': SEG_ALLOC, 'addr': addr, 'size': total, 'stream': c.stream,
-                               'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                               'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                                'frames': frames})
         return seg
 
@@ -500,7 +507,7 @@ class Device:
         seg.live[i] = rec
         if emit:
             self.trace.append({'action': ALLOC, 'addr': addr, 'size': req, 'stream': c.stream,
-                               'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                               'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                                'frames': frames})
             if self.pending and self.pending[0][0] <= len(self.trace):
                 self.complete_pending()
@@ -513,14 +520,14 @@ class Device:
         stream = seg.stream
         tr = self.trace
         tr.append({'action': FREE_REQ, 'addr': addr, 'size': req, 'stream': stream,
-                   'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                   'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                    'frames': frames})
         if cross_stream:
             seg.live[i][2] = PENDING
             self.pending.append((len(tr) + 40 + (len(tr) % 200), h, frames))
             return
         tr.append({'action': FREE_DONE, 'addr': addr, 'size': req, 'stream': stream,
-                   'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                   'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                    'frames': frames})
         self.release(seg, i)
 
@@ -530,7 +537,7 @@ class Device:
             _, h, frames = self.pending.pop(0)
             seg, i, addr, req, site = h
             self.trace.append({'action': FREE_DONE, 'addr': addr, 'size': req, 'stream': seg.stream,
-                               'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                               'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                                'frames': frames})
             self.release(seg, i)
 
@@ -552,7 +559,7 @@ class Device:
                 self.free_ranges.setdefault(seg.total, []).append(seg.addr)
                 self.n_seg_free += 1
                 self.trace.append({'action': SEG_FREE, 'addr': seg.addr, 'size': seg.total, 'stream': seg.stream,
-                                   'time_us': self.tick(), 'compile_context': NA, 'user_metadata': EMPTY_STR,
+                                   'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                                    'frames': frames})
             else:
                 keep.append(seg)

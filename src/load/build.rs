@@ -39,7 +39,8 @@ fn type_name(v: H) -> &'static str {
         H::Dict(_) => "a dict",
         H::Tuple(_) => "a tuple",
         H::Frame(_) => "a frame",
-        H::Event(_) => "a trace entry",
+        H::Stack(_) => "a frames list",
+        H::Event(_) | H::Appended => "a trace entry",
         H::Gone => "a consumed entry",
     }
 }
@@ -54,6 +55,9 @@ fn int_of(heap: &Heap, v: H) -> Option<i128> {
 
 type RawEvent = PendingEvent;
 
+/// Fewest bytes a pickled trace entry takes (a dict of memoized keys and small values).
+const MIN_EVENT_BYTES: u64 = 48;
+
 /// Builds a [`Snapshot`]; implements the machine's append hook.
 pub(crate) struct Builder {
     pub snap: Snapshot,
@@ -63,12 +67,13 @@ pub(crate) struct Builder {
     meta_index: FastMap<EventMeta, MetaId>,
     last_meta: Option<MetaId>,
     /// Raw attributes (flags, stream, string indices) of the last event and their meta.
-    last_raw_meta: Option<((u16, i64, u32, u32), MetaId)>,
+    last_raw_meta: Option<(RawMetaKey, MetaId)>,
     field_cache: Vec<u8>,
     action_cache: Vec<u16>,
     frame_scratch: Vec<FrameId>,
     /// Owned-value nodes left before a shared structure is judged an expansion attack.
     node_budget: u64,
+    input_len: usize,
 }
 
 impl Builder {
@@ -84,6 +89,7 @@ impl Builder {
             action_cache: Vec::new(),
             frame_scratch: Vec::new(),
             node_budget: 1_000_000 + 4 * input_len as u64,
+            input_len,
         }
     }
 
@@ -162,6 +168,7 @@ impl Builder {
     /// Interns the stack behind a `frames` value.
     fn stack_of(&mut self, heap: &mut Heap, v: H, place: &dyn Fn() -> String) -> R<StackId> {
         let items: Vec<H> = match v {
+            H::Stack(s) => return Ok(s),
             H::List(l) => match &heap.lists[l as usize] {
                 ListSlot::Stack(s) => return Ok(*s),
                 ListSlot::Items(items) => items.clone(),
@@ -322,14 +329,14 @@ impl Builder {
             }
         }
 
-        self.finish_event(heap, raw, extra, trace, place)
+        self.finish_event(heap, &raw, extra, trace, place)
     }
 
     /// Interns the fields of a trace entry and appends it to `trace`.
     fn finish_event(
         &mut self,
         heap: &mut Heap,
-        raw: RawEvent,
+        raw: &RawEvent,
         mut extra: Extra,
         trace: usize,
         place: &dyn Fn() -> String,
@@ -406,18 +413,24 @@ impl Builder {
             Some(p) => Some(self.owned(heap, p, 0)?),
             None => None,
         };
-        let str_index = |v: Option<H>| match v {
-            Some(H::Str(i)) => i,
-            _ => u32::MAX,
-        };
+        // Real files write `compile_context` as a fresh string per event, so the key is the
+        // strings' content (exact for short ones), not their identity.
         let raw_key = (
             fl,
             stream,
-            str_index(raw.compile_context),
-            str_index(raw.user_metadata),
+            short_str_key(raw.compile_context.and_then(|v| heap.as_str(v))),
+            short_str_key(raw.user_metadata.and_then(|v| heap.as_str(v))),
         );
         let meta = match self.last_raw_meta {
-            Some((key, id)) if key == raw_key && pool_id.is_none() && extra.is_empty() => id,
+            Some((key, id))
+                if key == raw_key
+                    && key.2 != NOT_SHORT
+                    && key.3 != NOT_SHORT
+                    && pool_id.is_none()
+                    && extra.is_empty() =>
+            {
+                id
+            }
             _ => {
                 let cc = raw.compile_context.and_then(|v| heap.as_str(v));
                 let um = raw.user_metadata.and_then(|v| heap.as_str(v));
@@ -526,8 +539,16 @@ impl Builder {
         }
     }
 
-    fn new_trace(&mut self) -> usize {
-        self.traces.push(Some(Trace::default()));
+    /// A new trace, its columns reserved for as many events as the rest of the input
+    /// could hold: capacity never touched costs address space, not memory, and saves
+    /// copying the columns each time they would double.
+    fn new_trace(&mut self, offset: u64) -> usize {
+        let left = (self.input_len as u64).saturating_sub(offset);
+        let mut t = Trace::default();
+        if offset != u64::MAX && left > (1 << 20) {
+            t.reserve((left / MIN_EVENT_BYTES) as usize);
+        }
+        self.traces.push(Some(t));
         self.traces.len() - 1
     }
 
@@ -552,8 +573,9 @@ impl Builder {
         }
         self.node_budget -= 1;
         Ok(match v {
-            H::None | H::Gone | H::Event(_) => Value::Null,
+            H::None | H::Gone | H::Event(_) | H::Appended => Value::Null,
             H::Frame(f) => self.frame_value(f),
+            H::Stack(s) => self.stack_value(s),
             H::Bool(b) => Value::Bool(b),
             H::Int(i) => Value::Int(i),
             H::Big(b) => int_value(heap.bigs[b as usize]),
@@ -917,7 +939,7 @@ impl Builder {
                 ListSlot::Items(items) => {
                     // Not absorbed while parsing (JSON path or an odd first item): convert now.
                     let items = items.clone();
-                    let t = self.new_trace();
+                    let t = self.new_trace(u64::MAX);
                     for (ei, e) in items.into_iter().enumerate() {
                         match e {
                             H::Dict(d) if Self::is_trace_entry(heap, e) => {
@@ -1028,6 +1050,29 @@ impl Builder {
     }
 }
 
+/// Flags, stream and the short-string keys of `compile_context` and `user_metadata`.
+type RawMetaKey = (u16, i64, (u64, u64), (u64, u64));
+
+/// `short_str_key` of a string that is too long to pack (never equal to a real key).
+const NOT_SHORT: (u64, u64) = (u64::MAX, u64::MAX);
+
+/// An exact key for a string of up to 15 bytes (its bytes and length packed in two
+/// words), or [`NOT_SHORT`]. Absent is `(0, 0)`; present strings have bit 63 set.
+#[inline]
+fn short_str_key(s: Option<&str>) -> (u64, u64) {
+    let Some(s) = s else { return (0, 0) };
+    let b = s.as_bytes();
+    if b.len() > 15 {
+        return NOT_SHORT;
+    }
+    let mut w = [0u8; 16];
+    w[..b.len()].copy_from_slice(b);
+    w[15] = b.len() as u8 | 0x80;
+    let lo = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+    let hi = u64::from_le_bytes([w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15]]);
+    (lo, hi)
+}
+
 /// Replaces stack tickets by interned ids everywhere the model holds a stack.
 fn remap_stacks(snap: &mut Snapshot, ids: &[StackId]) {
     let map = |s: &mut StackId| *s = ids.get(s.index()).copied().unwrap_or(StackId::EMPTY);
@@ -1080,7 +1125,7 @@ impl<'a> Absorb<'a> for Builder {
             ListSlot::Events(t) => *t as usize,
             ListSlot::Items(existing) if existing.is_empty() => {
                 if Self::is_trace_entry(heap, items[0]) {
-                    let t = self.new_trace();
+                    let t = self.new_trace(offset);
                     heap.lists[list as usize] = ListSlot::Events(t as u32);
                     t
                 } else if !single {
@@ -1100,6 +1145,7 @@ impl<'a> Absorb<'a> for Builder {
         for &item in items {
             match item {
                 H::Dict(d) => self.push_event(heap, d, trace, offset)?,
+                H::Appended => {}
                 H::Event(k) => {
                     let index = self.traces[trace].as_ref().map_or(0, Trace::len);
                     let place = || event_place(index, trace, offset);
@@ -1108,7 +1154,7 @@ impl<'a> Absorb<'a> for Builder {
                         .get(k as usize)
                         .copied()
                         .ok_or_else(|| schema(place(), "trace entry referenced twice"))?;
-                    self.finish_event(heap, raw, Extra::new(), trace, &place)?;
+                    self.finish_event(heap, &raw, Extra::new(), trace, &place)?;
                 }
                 _ => {
                     let index = self.traces[trace].as_ref().map_or(0, Trace::len);
@@ -1130,6 +1176,20 @@ impl<'a> Absorb<'a> for Builder {
 
     fn intern_stack(&mut self, frames: &[FrameId]) -> StackId {
         self.stacks.intern(frames)
+    }
+
+    fn append_event(
+        &mut self,
+        heap: &mut Heap<'a>,
+        trace: u32,
+        ev: &RawEvent,
+        offset: u64,
+    ) -> R<()> {
+        let trace = trace as usize;
+        let index = self.traces[trace].as_ref().map_or(0, Trace::len);
+        self.finish_event(heap, ev, Extra::new(), trace, &|| {
+            event_place(index, trace, offset)
+        })
     }
 
     fn field_of(&mut self, heap: &Heap<'a>, key: H) -> u8 {

@@ -32,9 +32,13 @@ pub(crate) enum Value {
     Tuple(u32),
     /// A frame dict already interned by the builder.
     Frame(crate::model::FrameId),
+    /// A frames list decoded by the fast path: only its interned stack (a ticket) exists.
+    Stack(crate::model::StackId),
     /// A trace entry decoded straight into [`Heap::pending`] (index), waiting for the
     /// APPENDS that puts it in its list.
     Event(u32),
+    /// A trace entry the fast path already appended to its trace (the APPENDS skips it).
+    Appended,
     /// A trace entry already turned into a record; a later memo reference to it is an error.
     Gone,
 }
@@ -237,6 +241,15 @@ pub(crate) trait Absorb<'a> {
     /// Interns a complete frames list the machine decoded itself.
     fn intern_stack(&mut self, frames: &[crate::model::FrameId]) -> crate::model::StackId;
 
+    /// Appends a trace entry decoded by the fast path to trace `trace`.
+    fn append_event(
+        &mut self,
+        heap: &mut Heap<'a>,
+        trace: u32,
+        ev: &PendingEvent,
+        offset: u64,
+    ) -> Result<(), LoadErrorKind>;
+
     /// The [`super::fields`] code of a dict key.
     fn field_of(&mut self, heap: &Heap<'a>, key: Value) -> u8;
 }
@@ -269,6 +282,11 @@ pub(crate) struct Machine<'a> {
     pub heap: Heap<'a>,
     pub stats: Stats,
     frame_scratch: Vec<crate::model::FrameId>,
+    /// The trace entry the fast path is decoding.
+    event: PendingEvent,
+    /// Field code of each memo entry used as a trace-entry key (memo entries are
+    /// write-once under MEMOIZE; a PUT that overwrites one clears this).
+    key_fields: Vec<u8>,
 }
 
 type R<T> = Result<T, LoadErrorKind>;
@@ -304,6 +322,8 @@ impl<'a> Machine<'a> {
             heap: Heap::default(),
             stats: Stats::default(),
             frame_scratch: Vec::with_capacity(256),
+            event: PendingEvent::default(),
+            key_fields: Vec::new(),
         }
     }
 
@@ -394,7 +414,12 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| self.malformed(at, "no MARK before an opcode that needs one"))
     }
 
+    #[inline]
     fn utf8(&self, b: &'a [u8], at: usize) -> R<&'a str> {
+        if b.is_ascii() {
+            // SAFETY: ASCII is valid UTF-8 (and checking it is much cheaper).
+            return Ok(unsafe { std::str::from_utf8_unchecked(b) });
+        }
         std::str::from_utf8(b).map_err(|e| {
             self.malformed(
                 at,
@@ -421,6 +446,7 @@ impl<'a> Machine<'a> {
         let memo = &mut self.heap.memo;
         if idx < memo.len() {
             memo[idx] = v;
+            self.key_fields.clear();
         } else if idx <= memo.len() + MEMO_SLACK {
             memo.resize(idx, Value::None);
             memo.push(v);
@@ -616,12 +642,38 @@ impl<'a> Machine<'a> {
                     // A trace entry as CPython writes it: decode it straight into a record.
                     if data.get(pos + 1) == Some(&0x94)
                         && data.get(pos + 2) == Some(&b'(')
-                        && let Some((end, ev)) = self.event_dict(pos + 3, absorb)
+                        && let Some(end) = self.event_dict(pos + 3, absorb)
                     {
                         self.stats.memoize_ops += 1;
-                        self.heap.pending.push(ev);
-                        self.stack
-                            .push(Value::Event((self.heap.pending.len() - 1) as u32));
+                        // When the list it goes into is already a trace and everything since
+                        // the MARK went straight in too, append it now (order is kept);
+                        // otherwise queue it for the APPENDS.
+                        let mark = self.marks.last().copied().unwrap_or(0);
+                        let direct = match (
+                            mark.checked_sub(1).map(|i| self.stack[i]),
+                            self.stack.last(),
+                        ) {
+                            (Some(Value::List(l)), top)
+                                if self.stack.len() == mark || top == Some(&Value::Appended) =>
+                            {
+                                match self.heap.lists[l as usize] {
+                                    ListSlot::Events(t) => Some(t),
+                                    _ => None,
+                                }
+                            }
+                            _ => None,
+                        };
+                        match direct {
+                            Some(t) => {
+                                absorb.append_event(&mut self.heap, t, &self.event, pos as u64)?;
+                                self.stack.push(Value::Appended);
+                            }
+                            None => {
+                                self.heap.pending.push(self.event);
+                                self.stack
+                                    .push(Value::Event((self.heap.pending.len() - 1) as u32));
+                            }
+                        }
                         pos = end;
                         continue;
                     }
@@ -630,22 +682,22 @@ impl<'a> Machine<'a> {
                     pos += 1;
                 }
                 b']' => {
+                    // The shape of nearly every list in a snapshot: a frames list of memo
+                    // references to frames already interned. Decode it in one pass; the
+                    // list then exists only as its interned stack.
+                    if data.get(pos + 1) == Some(&0x94)
+                        && data.get(pos + 2) == Some(&b'(')
+                        && let Some((end, id)) = self.frames_list(pos + 3, absorb)
+                    {
+                        self.stats.memoize_ops += 1;
+                        self.stack.push(Value::Stack(id));
+                        self.heap.memo.push(Value::Stack(id));
+                        pos = end;
+                        continue;
+                    }
                     let v = self.heap.new_list(Vec::new());
                     self.stack.push(v);
                     pos += 1;
-                    // The shape of nearly every list in a snapshot: a frames list of memo
-                    // references to frames already interned. Decode it in one pass.
-                    if data.get(pos) == Some(&0x94)
-                        && data.get(pos + 1) == Some(&b'(')
-                        && let Value::List(l) = v
-                        && let Some((end, id)) = self.frames_list(pos + 2, absorb)
-                    {
-                        self.stats.memoize_ops += 1;
-                        let idx = self.heap.memo.len();
-                        self.memo_put(idx, pos)?;
-                        self.heap.lists[l as usize] = ListSlot::Stack(id);
-                        pos = end;
-                    }
                 }
                 _ => {
                     self.pos = pos;
@@ -700,7 +752,7 @@ impl<'a> Machine<'a> {
         &mut self,
         mut p: usize,
         absorb: &mut A,
-    ) -> Option<(usize, PendingEvent)> {
+    ) -> Option<usize> {
         let data = self.data;
         let (memo_len, strs_len, lists_len) = (
             self.heap.memo.len(),
@@ -708,11 +760,12 @@ impl<'a> Machine<'a> {
             self.heap.lists.len(),
         );
         self.heap.memo.push(Value::Gone); // the dict's own MEMOIZE
-        let mut ev = PendingEvent::default();
+        // Filled in place: the record is large, and copying it per event showed up.
+        self.event = PendingEvent::default();
         let mut seen_user_metadata = false;
         let ok = loop {
             let key = match data.get(p) {
-                Some(b'u') => break ev.action.is_some(),
+                Some(b'u') => break self.event.action.is_some(),
                 Some(b'h') => match data.get(p + 1) {
                     Some(&i) => {
                         p += 2;
@@ -732,18 +785,28 @@ impl<'a> Machine<'a> {
             let Some(&k @ Value::Str(_)) = self.heap.memo.get(key) else {
                 break false;
             };
-            let field = absorb.field_of(&self.heap, k);
+            let field = match self.key_fields.get(key) {
+                Some(&f) if f != super::fields::UNSET => f,
+                _ => {
+                    let f = absorb.field_of(&self.heap, k);
+                    if self.key_fields.len() <= key {
+                        self.key_fields.resize(key + 1, super::fields::UNSET);
+                    }
+                    self.key_fields[key] = f;
+                    f
+                }
+            };
             let done = match field {
                 super::fields::ACTION
                 | super::fields::COMPILE_CONTEXT
                 | super::fields::USER_METADATA => match self.fast_str(&mut p) {
                     Some(v) => {
                         match field {
-                            super::fields::ACTION => ev.action = Some(v),
-                            super::fields::COMPILE_CONTEXT => ev.compile_context = Some(v),
+                            super::fields::ACTION => self.event.action = Some(v),
+                            super::fields::COMPILE_CONTEXT => self.event.compile_context = Some(v),
                             _ => {
                                 seen_user_metadata = true;
-                                ev.user_metadata = Some(v)
+                                self.event.user_metadata = Some(v)
                             }
                         }
                         true
@@ -758,13 +821,13 @@ impl<'a> Machine<'a> {
                     Some(v) => {
                         let v = Some(v as i128);
                         match field {
-                            super::fields::ADDR => ev.addr = v,
-                            super::fields::DEVICE_FREE => ev.device_free = v,
-                            super::fields::SIZE => ev.size = v,
-                            super::fields::STREAM => ev.stream = v,
+                            super::fields::ADDR => self.event.addr = v,
+                            super::fields::DEVICE_FREE => self.event.device_free = v,
+                            super::fields::SIZE => self.event.size = v,
+                            super::fields::STREAM => self.event.stream = v,
                             _ => {
-                                ev.time_us = v;
-                                ev.time_after_user_metadata = seen_user_metadata;
+                                self.event.time_us = v;
+                                self.event.time_after_user_metadata = seen_user_metadata;
                             }
                         }
                         true
@@ -773,7 +836,7 @@ impl<'a> Machine<'a> {
                 },
                 super::fields::FRAMES => match self.fast_frames(&mut p, absorb) {
                     Some(s) => {
-                        ev.stack = Some(s);
+                        self.event.stack = Some(s);
                         true
                     }
                     None => false,
@@ -785,7 +848,7 @@ impl<'a> Machine<'a> {
             }
         };
         if ok {
-            Some((p + 1, ev))
+            Some(p + 1)
         } else {
             self.heap.memo.truncate(memo_len);
             self.heap.strs.truncate(strs_len);
@@ -816,7 +879,12 @@ impl<'a> Machine<'a> {
             0x8c => {
                 let n = *data.get(*p + 1)? as usize;
                 let b = data.get(*p + 2..*p + 2 + n)?;
-                let s = std::str::from_utf8(b).ok()?;
+                let s = if b.is_ascii() {
+                    // SAFETY: ASCII is valid UTF-8.
+                    unsafe { std::str::from_utf8_unchecked(b) }
+                } else {
+                    std::str::from_utf8(b).ok()?
+                };
                 *p += 2 + n;
                 let v = self.heap.new_str(Cow::Borrowed(s));
                 if data.get(*p) == Some(&0x94) {
@@ -855,21 +923,22 @@ impl<'a> Machine<'a> {
                 v
             }
             b']' if data.get(*p + 1) == Some(&0x94) => {
-                let v = self.heap.new_list(Vec::new());
-                let Value::List(l) = v else { return None };
-                self.heap.memo.push(v);
                 if data.get(*p + 2) == Some(&b'(') {
                     let (end, id) = self.frames_list(*p + 3, absorb)?;
-                    self.heap.lists[l as usize] = ListSlot::Stack(id);
+                    self.heap.memo.push(Value::Stack(id));
                     *p = end;
                     return Some(id);
                 }
+                // An empty list stays a real list: other entries may share it.
+                let v = self.heap.new_list(Vec::new());
+                self.heap.memo.push(v);
                 *p += 2;
                 return Some(crate::model::StackId::EMPTY);
             }
             _ => return None,
         };
         match list {
+            Value::Stack(s) => Some(s),
             Value::List(l) => match &self.heap.lists[l as usize] {
                 ListSlot::Stack(s) => Some(*s),
                 ListSlot::Items(items) if items.is_empty() => Some(crate::model::StackId::EMPTY),

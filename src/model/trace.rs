@@ -185,6 +185,16 @@ impl Trace {
         self.action.is_empty()
     }
 
+    /// Reserves room for `n` more events in every column.
+    pub fn reserve(&mut self, n: usize) {
+        self.action.reserve(n);
+        self.addr.reserve(n);
+        self.size.reserve(n);
+        self.time_us.reserve(n);
+        self.stack.reserve(n);
+        self.meta.reserve(n);
+    }
+
     /// Appends one event.
     #[allow(clippy::too_many_arguments)]
     pub fn push(
