@@ -33,7 +33,7 @@ fn type_name(v: H) -> &'static str {
         H::Bool(_) => "a bool",
         H::Int(_) | H::Big(_) => "an int",
         H::Float(_) => "a float",
-        H::Str(_) => "a string",
+        H::Str(_) | H::Span(_) => "a string",
         H::Bytes(_) => "bytes",
         H::List(_) => "a list",
         H::Dict(_) => "a dict",
@@ -69,7 +69,8 @@ pub(crate) struct Builder {
     /// Raw attributes (flags, stream, string indices) of the last event and their meta.
     last_raw_meta: Option<(RawMetaKey, MetaId)>,
     field_cache: Vec<u8>,
-    action_cache: Vec<u16>,
+    action_cache: FastMap<u64, u8>,
+    recent_actions: [(u64, u8); 8],
     frame_scratch: Vec<FrameId>,
     /// Owned-value nodes left before a shared structure is judged an expansion attack.
     node_budget: u64,
@@ -86,7 +87,8 @@ impl Builder {
             last_meta: None,
             last_raw_meta: None,
             field_cache: Vec::new(),
-            action_cache: Vec::new(),
+            action_cache: FastMap::default(),
+            recent_actions: [(u64::MAX, 0); 8],
             frame_scratch: Vec::new(),
             node_budget: 1_000_000 + 4 * input_len as u64,
             input_len,
@@ -245,7 +247,11 @@ impl Builder {
     /// index is classified once and then looked up.
     #[inline]
     fn field_of(&mut self, heap: &Heap, k: H) -> u8 {
-        let H::Str(i) = k else { return fields::OTHER };
+        let i = match k {
+            H::Str(i) => i,
+            H::Span(_) => return heap.as_str(k).map_or(fields::OTHER, fields::classify),
+            _ => return fields::OTHER,
+        };
         let i = i as usize;
         if let Some(&f) = self.field_cache.get(i)
             && f != fields::UNSET
@@ -295,7 +301,7 @@ impl Builder {
             };
             match field {
                 fields::ACTION => match v {
-                    H::Str(_) => raw.action = Some(v),
+                    _ if v.is_str() => raw.action = Some(v),
                     _ => {
                         return Err(schema(
                             place(),
@@ -311,8 +317,8 @@ impl Builder {
                     raw.time_us = Some(int("time_us")?);
                     raw.time_after_user_metadata = seen_user_metadata;
                 }
-                fields::COMPILE_CONTEXT if matches!(v, H::Str(_)) => raw.compile_context = Some(v),
-                fields::USER_METADATA if matches!(v, H::Str(_)) => {
+                fields::COMPILE_CONTEXT if v.is_str() => raw.compile_context = Some(v),
+                fields::USER_METADATA if v.is_str() => {
                     seen_user_metadata = true;
                     raw.user_metadata = Some(v)
                 }
@@ -342,7 +348,7 @@ impl Builder {
         place: &dyn Fn() -> String,
     ) -> R<()> {
         let action = match raw.action {
-            Some(H::Str(i)) => self.action_of(heap, i, place)?,
+            Some(v) if v.is_str() => self.action_of(heap, v, place)?,
             _ => return Err(schema(place(), "trace entry has no `action`")),
         };
         let mut fl = 0u16;
@@ -446,25 +452,32 @@ impl Builder {
         Ok(())
     }
 
-    /// The action code of a memoized action string, cached by string index.
+    /// The action code of an action string. Action strings are memoized and shared, so
+    /// the code is cached by the string's identity (its table index or input span).
     #[inline]
-    fn action_of(&mut self, heap: &Heap, i: u32, place: &dyn Fn() -> String) -> R<Action> {
-        let iu = i as usize;
-        if let Some(&a) = self.action_cache.get(iu)
-            && a != u16::MAX
-        {
-            return Ok(Action(a as u8));
+    fn action_of(&mut self, heap: &Heap, v: H, place: &dyn Fn() -> String) -> R<Action> {
+        let key = match v {
+            H::Str(i) => i as u64,
+            H::Span(x) => x | 1 << 63,
+            _ => return Err(schema(place(), "`action` must be a string")),
+        };
+        // A handful of action strings cover a whole file: look in a tiny array first.
+        if let Some(&(_, a)) = self.recent_actions.iter().find(|(k, _)| *k == key) {
+            return Ok(Action(a));
         }
-        if self.action_cache.len() <= iu {
-            self.action_cache
-                .resize(heap.strs.len().max(iu + 1), u16::MAX);
+        if let Some(&a) = self.action_cache.get(&key) {
+            self.recent_actions.rotate_right(1);
+            self.recent_actions[0] = (key, a);
+            return Ok(Action(a));
         }
         let a = self
             .snap
             .actions
-            .code(heap.str(i))
+            .code(heap.as_str(v).unwrap_or(""))
             .ok_or_else(|| schema(place(), "more than 256 distinct action names"))?;
-        self.action_cache[iu] = a.0 as u16;
+        self.action_cache.insert(key, a.0);
+        self.recent_actions.rotate_right(1);
+        self.recent_actions[0] = (key, a.0);
         Ok(a)
     }
 
@@ -580,7 +593,7 @@ impl Builder {
             H::Int(i) => Value::Int(i),
             H::Big(b) => int_value(heap.bigs[b as usize]),
             H::Float(f) => Value::Float(f),
-            H::Str(s) => Value::Str(heap.str(s).to_owned()),
+            H::Str(_) | H::Span(_) => Value::Str(heap.as_str(v).unwrap_or("").to_owned()),
             H::Bytes(b) => Value::Bytes(heap.bytes[b as usize].to_vec()),
             H::Tuple(t) => {
                 let items = heap.tuple(t).to_vec();
@@ -763,7 +776,7 @@ impl Builder {
                         Some(Self::size_field(heap, val, "requested_size", &place)?)
                 }
                 Some("stream") => seg.stream = Some(Self::i64_field(heap, val, "stream", &place)?),
-                Some("segment_type") if matches!(val, H::Str(_)) => {
+                Some("segment_type") if val.is_str() => {
                     seen_type = true;
                     seg.segment_type = heap.as_str(val).map(str::to_owned)
                 }
@@ -831,7 +844,7 @@ impl Builder {
                 Some("requested_size") => {
                     b.requested_size = Some(Self::size_field(heap, val, "requested_size", &place)?)
                 }
-                Some("state") if matches!(val, H::Str(_)) => {
+                Some("state") if val.is_str() => {
                     b.state = BlockState::parse(heap.as_str(val).unwrap_or(""));
                     have_state = true;
                 }
@@ -905,8 +918,8 @@ impl Builder {
         };
         for (k, val) in items {
             match (heap.as_str(k), val) {
-                (Some("stage"), H::Str(_)) => a.stage = heap.as_str(val).map(str::to_owned),
-                (Some("name"), H::Str(_)) => a.name = heap.as_str(val).map(str::to_owned),
+                (Some("stage"), v) if v.is_str() => a.stage = heap.as_str(val).map(str::to_owned),
+                (Some("name"), v) if v.is_str() => a.name = heap.as_str(val).map(str::to_owned),
                 (Some("device"), H::Int(d)) => a.device = Some(d),
                 (Some("time_us"), H::Int(t)) => a.time_us = Some(t),
                 _ => {

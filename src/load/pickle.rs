@@ -24,6 +24,9 @@ pub(crate) enum Value {
     Float(f64),
     /// Index into [`Heap::strs`].
     Str(u32),
+    /// A string inside the input, validated as UTF-8 when read: `offset << 16 | len`
+    /// (short strings, which are most of a snapshot's, need no table entry).
+    Span(u64),
     /// Index into [`Heap::bytes`].
     Bytes(u32),
     List(u32),
@@ -64,6 +67,14 @@ pub(crate) struct PendingEvent {
     pub stack: Option<crate::model::StackId>,
 }
 
+impl Value {
+    /// Either kind of string.
+    #[inline]
+    pub fn is_str(self) -> bool {
+        matches!(self, Value::Str(_) | Value::Span(_))
+    }
+}
+
 /// Memo back-reference of a dict slot: none, exactly one memo index, or several.
 const NO_MEMO: u32 = u32::MAX;
 const MANY_MEMO: u32 = u32::MAX - 1;
@@ -101,6 +112,8 @@ pub(crate) enum Absorbed {
 /// The value tables a pickle builds.
 #[derive(Default)]
 pub(crate) struct Heap<'a> {
+    /// The input, which [`Value::Span`] strings point into.
+    pub data: &'a [u8],
     pub strs: Vec<Cow<'a, str>>,
     pub bytes: Vec<Cow<'a, [u8]>>,
     pub bigs: Vec<i128>,
@@ -186,6 +199,13 @@ impl<'a> Heap<'a> {
     pub fn as_str(&self, v: Value) -> Option<&str> {
         match v {
             Value::Str(i) => Some(self.str(i)),
+            Value::Span(x) => {
+                let (off, len) = ((x >> 16) as usize, (x & 0xffff) as usize);
+                let b = self.data.get(off..off + len)?;
+                // SAFETY: spans are made only by `Machine::span`, after checking that
+                // exactly these bytes are UTF-8.
+                Some(unsafe { std::str::from_utf8_unchecked(b) })
+            }
             _ => None,
         }
     }
@@ -319,7 +339,10 @@ impl<'a> Machine<'a> {
             pos: 0,
             stack: Vec::with_capacity(4096),
             marks: Vec::with_capacity(64),
-            heap: Heap::default(),
+            heap: Heap {
+                data,
+                ..Heap::default()
+            },
             stats: Stats::default(),
             frame_scratch: Vec::with_capacity(256),
             event: PendingEvent::default(),
@@ -632,9 +655,13 @@ impl<'a> Machine<'a> {
                 }
                 0x8c if pos + 1 < data.len() && pos + 2 + data[pos + 1] as usize <= data.len() => {
                     let n = data[pos + 1] as usize;
-                    let b = &data[pos + 2..pos + 2 + n];
-                    let s = self.utf8(b, pos)?;
-                    let v = self.heap.new_str(Cow::Borrowed(s));
+                    let v = match self.span(pos + 2, n) {
+                        Some(v) => v,
+                        None => {
+                            let s = self.utf8(&data[pos + 2..pos + 2 + n], pos)?;
+                            self.heap.new_str(Cow::Borrowed(s))
+                        }
+                    };
                     self.stack.push(v);
                     pos += 2 + n;
                 }
@@ -748,11 +775,7 @@ impl<'a> Machine<'a> {
     /// itself already counted as memoized. Keys must be memoized strings, values the plain
     /// kinds trace entries hold; anything else undoes what was done (memo entries, strings,
     /// lists) and returns `None`, so the general path decodes the same bytes again.
-    fn event_dict<A: Absorb<'a>>(
-        &mut self,
-        mut p: usize,
-        absorb: &mut A,
-    ) -> Option<usize> {
+    fn event_dict<A: Absorb<'a>>(&mut self, mut p: usize, absorb: &mut A) -> Option<usize> {
         let data = self.data;
         let (memo_len, strs_len, lists_len) = (
             self.heap.memo.len(),
@@ -782,7 +805,7 @@ impl<'a> Machine<'a> {
                 },
                 _ => break false,
             };
-            let Some(&k @ Value::Str(_)) = self.heap.memo.get(key) else {
+            let Some(&k) = self.heap.memo.get(key).filter(|k| k.is_str()) else {
                 break false;
             };
             let field = match self.key_fields.get(key) {
@@ -857,6 +880,19 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// A [`Value::Span`] for the `len` bytes at `off`, if they are UTF-8 and fit the packing.
+    #[inline]
+    fn span(&self, off: usize, len: usize) -> Option<Value> {
+        let b = self.data.get(off..off + len)?;
+        if len > 0xffff || off >= 1 << 48 {
+            return None;
+        }
+        if !b.is_ascii() {
+            std::str::from_utf8(b).ok()?;
+        }
+        Some(Value::Span(((off as u64) << 16) | len as u64))
+    }
+
     /// A string value: a memo reference to a string, or a short string (memoized or not).
     #[inline]
     fn fast_str(&mut self, p: &mut usize) -> Option<Value> {
@@ -878,15 +914,8 @@ impl<'a> Machine<'a> {
             }
             0x8c => {
                 let n = *data.get(*p + 1)? as usize;
-                let b = data.get(*p + 2..*p + 2 + n)?;
-                let s = if b.is_ascii() {
-                    // SAFETY: ASCII is valid UTF-8.
-                    unsafe { std::str::from_utf8_unchecked(b) }
-                } else {
-                    std::str::from_utf8(b).ok()?
-                };
+                let v = self.span(*p + 2, n)?;
                 *p += 2 + n;
-                let v = self.heap.new_str(Cow::Borrowed(s));
                 if data.get(*p) == Some(&0x94) {
                     self.heap.memo.push(v);
                     *p += 1;
@@ -895,7 +924,7 @@ impl<'a> Machine<'a> {
             }
             _ => return None,
         };
-        matches!(v, Value::Str(_)).then_some(v)
+        v.is_str().then_some(v)
     }
 
     /// A `frames` value: a memo reference to an interned (or empty) list, or a new list of
