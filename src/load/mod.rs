@@ -106,7 +106,9 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     std::thread::scope(|scope| {
         // The second core maps pages in ahead of the parser and gives them back behind it,
         // so the parser neither waits on page faults nor keeps the whole file resident.
-        scope.spawn(|| pager(&map, &parsed, &finished));
+        let _ = std::thread::Builder::new()
+            .name("leakscope-pager".into())
+            .spawn_scoped(scope, || pager(&map, &parsed, &finished));
         let result = load_bytes_with(&map, opts, &mut |done| {
             parsed.store(done, std::sync::atomic::Ordering::Relaxed)
         });

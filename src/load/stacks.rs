@@ -22,12 +22,14 @@ enum Msg {
 /// The reader's side: issues tickets, batches frames lists for the worker.
 pub(crate) struct StackInterner {
     tx: Option<SyncSender<Msg>>,
+    /// Buffers the worker is done with, reused so that no batch touches fresh pages.
+    spare: Receiver<Vec<u32>>,
     worker: Option<JoinHandle<(StackTable, Vec<StackId>)>>,
     buf: Vec<u32>,
     next_ticket: u32,
 }
 
-fn work(rx: Receiver<Msg>) -> (StackTable, Vec<StackId>) {
+fn work(rx: Receiver<Msg>, spare: SyncSender<Vec<u32>>) -> (StackTable, Vec<StackId>) {
     let mut table = StackTable::default();
     // Ticket 0 is the empty stack, which is also stack 0.
     let mut ids = vec![StackId::EMPTY];
@@ -43,6 +45,9 @@ fn work(rx: Receiver<Msg>) -> (StackTable, Vec<StackId>) {
                     ids.push(table.intern(&frames));
                     i += 1 + n;
                 }
+                let mut words = words;
+                words.clear();
+                let _ = spare.try_send(words);
             }
             Msg::Query(ticket, reply) => {
                 let f = ids
@@ -59,12 +64,14 @@ fn work(rx: Receiver<Msg>) -> (StackTable, Vec<StackId>) {
 impl StackInterner {
     pub fn new() -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
+        let (spare_tx, spare_rx) = sync_channel(IN_FLIGHT + 2);
         let worker = std::thread::Builder::new()
             .name("leakscope-stacks".into())
-            .spawn(move || work(rx))
+            .spawn(move || work(rx, spare_tx))
             .ok();
         StackInterner {
             tx: worker.as_ref().map(|_| tx),
+            spare: spare_rx,
             worker,
             buf: Vec::with_capacity(BATCH_WORDS),
             next_ticket: 1,
@@ -79,7 +86,11 @@ impl StackInterner {
 
     fn flush(&mut self) {
         if !self.buf.is_empty() {
-            let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_WORDS));
+            let next = self
+                .spare
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(BATCH_WORDS));
+            let batch = std::mem::replace(&mut self.buf, next);
             self.send(Msg::Batch(batch));
         }
     }
@@ -92,11 +103,12 @@ impl StackInterner {
         }
         let t = self.next_ticket;
         self.next_ticket += 1;
-        self.buf.push(frames.len() as u32);
-        self.buf.extend(frames.iter().map(|f| f.0));
-        if self.buf.len() >= BATCH_WORDS {
+        // Send the batch before it would outgrow its buffer: a reallocation would copy it.
+        if self.buf.len() + 1 + frames.len() > self.buf.capacity() {
             self.flush();
         }
+        self.buf.push(frames.len() as u32);
+        self.buf.extend(frames.iter().map(|f| f.0));
         StackId(t)
     }
 
