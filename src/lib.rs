@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod attribute;
 pub mod convert;
 pub mod error;
 pub mod load;

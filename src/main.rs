@@ -6,9 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use leakscope::analysis::summary;
+use leakscope::analysis::top::{self, At};
+use leakscope::analysis::{self, summary};
+use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::{LoadError, LoadOptions, Snapshot};
+use regex::Regex;
 
 /// Reads PyTorch CUDA / torch_npu memory snapshots and says what holds GPU memory.
 #[derive(Parser)]
@@ -30,6 +33,23 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// What holds memory at a point (end, peak, oom, an event, a time), by call site
+    Top {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        point: PointArgs,
+        /// Rows to show (the rest is summed in one line)
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON (schema leakscope.top/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
     Convert {
         /// Input snapshot
@@ -44,6 +64,88 @@ enum Command {
         /// The shell
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(clap::Args)]
+struct PointArgs {
+    /// Where: end, peak, oom, event:N (after event N) or time:US (after the last event at or before US)
+    #[arg(long, default_value = "end")]
+    at: String,
+    /// Device index (default: the one with the longest trace)
+    #[arg(long)]
+    device: Option<i64>,
+}
+
+#[derive(clap::Args)]
+struct AttrArgs {
+    /// Group by site (innermost Python frame), user (first frame of your code), stack, file or function
+    #[arg(long, default_value = "site")]
+    by: String,
+    /// Hide frames whose file:line:function matches this regex
+    #[arg(long)]
+    exclude: Option<String>,
+    /// Count only allocations with a frame whose file:line:function matches this regex
+    #[arg(long)]
+    focus: Option<String>,
+    /// Drop C++ frames
+    #[arg(long)]
+    python_only: bool,
+    /// Keep the interpreter and dispatcher frames PyTorch's viewer hides
+    #[arg(long)]
+    keep_internal: bool,
+    /// Frames of your own code (for --by user), as a regex on file:line:function
+    #[arg(long)]
+    user_code: Option<String>,
+}
+
+impl AttrArgs {
+    fn options(&self) -> anyhow::Result<(GroupBy, FilterOptions)> {
+        let by = GroupBy::parse(&self.by).ok_or_else(|| {
+            Usage(format!(
+                "--by {}: use site, user, stack, file or function",
+                self.by
+            ))
+        })?;
+        let re = |s: &Option<String>, flag: &str| -> anyhow::Result<Option<Regex>> {
+            s.as_deref()
+                .map(|r| {
+                    Regex::new(r).map_err(|e| Usage(format!("{flag}: invalid regex: {e}")).into())
+                })
+                .transpose()
+        };
+        Ok((
+            by,
+            FilterOptions {
+                keep_internal: self.keep_internal,
+                exclude: re(&self.exclude, "--exclude")?,
+                focus: re(&self.focus, "--focus")?,
+                python_only: self.python_only,
+                user_code: re(&self.user_code, "--user-code")?,
+            },
+        ))
+    }
+}
+
+/// The device to look at: the one asked for (which must exist), else the default.
+fn pick_device(snap: &Snapshot, asked: Option<i64>) -> anyhow::Result<i64> {
+    match asked {
+        Some(d) if snap.device_indices().contains(&d) => Ok(d),
+        Some(d) => Err(Usage(format!(
+            "no device {d} in this snapshot (devices: {:?})",
+            snap.device_indices()
+        ))
+        .into()),
+        None => Ok(analysis::default_device(snap)),
+    }
+}
+
+fn replay_device(snap: &Snapshot, d: i64) -> leakscope::replay::Replay {
+    let dev = snap
+        .devices()
+        .into_iter()
+        .find(|v| v.device == d)
+        .expect("pick_device returns a device of the snapshot");
+    leakscope::replay::replay(&dev)
 }
 
 #[derive(clap::Args)]
@@ -64,6 +166,18 @@ impl std::fmt::Display for BadInput {
 }
 
 impl std::error::Error for BadInput {}
+
+/// A request that does not fit the input or the options (exit 2, like clap's usage errors).
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
 
@@ -123,6 +237,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 write_stdout(&render::summary::text(&s, style))
             }
         }
+        Command::Top {
+            file,
+            point,
+            limit,
+            json,
+            attr,
+            load: la,
+        } => {
+            let (by, filters) = attr.options()?;
+            let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
+            let snap = load(&file, &la)?;
+            let d = pick_device(&snap, point.device)?;
+            let rep = replay_device(&snap, d);
+            let p = top::resolve(&snap, &rep, at).map_err(Usage)?;
+            let mut attributor = Attributor::new(&snap, by, &filters);
+            let report = top::top(&rep, p, &mut attributor, limit);
+            if json {
+                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
+            } else {
+                write_stdout(&render::top::text(&report, style))
+            }
+        }
         Command::Convert {
             input,
             output,
@@ -167,7 +303,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("leakscope: {e:#}");
-            if e.downcast_ref::<BadInput>().is_some() {
+            if e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

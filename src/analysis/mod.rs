@@ -2,3 +2,24 @@
 //! carries a versioned `schema` name.
 
 pub mod summary;
+pub mod top;
+
+use crate::model::Snapshot;
+
+/// The device analyses look at when none is named: the one with the longest trace, else
+/// the one holding the most bytes (PyTorch's viewer picks the longest trace too).
+pub fn default_device(snap: &Snapshot) -> i64 {
+    let devs = snap.devices();
+    devs.iter()
+        .max_by_key(|d| {
+            let held: u64 = d
+                .segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state.is_active())
+                .map(|b| b.size)
+                .sum();
+            (d.trace.len(), held, std::cmp::Reverse(d.device))
+        })
+        .map_or(0, |d| d.device)
+}

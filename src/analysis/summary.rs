@@ -97,6 +97,9 @@ pub struct DeviceSummary {
     pub unmatched_segment_frees: u64,
     /// Active blocks allocated before the trace began.
     pub pre_trace_blocks: u64,
+    /// Allocations the replay leaves live that the final segments do not hold as such
+    /// (none unless the trace wrapped or lost events).
+    pub replay_mismatches: u64,
     /// Whether this device's trace misses part of the history.
     pub wrapped: bool,
 }
@@ -116,6 +119,8 @@ pub struct TraceInfo {
     pub unmatched_segment_frees: u64,
     /// Σ pre-trace blocks.
     pub pre_trace_blocks: u64,
+    /// Σ replay mismatches.
+    pub replay_mismatches: u64,
     /// Earliest `time_us`.
     pub first_time_us: Option<i64>,
     /// Latest `time_us`.
@@ -313,7 +318,7 @@ fn overflowed(snap: &Snapshot) -> Option<bool> {
 pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let one = |dev: &DeviceView| {
         let t = device_totals(dev, snap);
-        let cov = replay::coverage(dev);
+        let cov = replay::replay_counts(dev);
         let (first, last) = time_range(dev, snap);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
@@ -325,6 +330,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             unmatched_frees: cov.unmatched_frees,
             unmatched_segment_frees: cov.unmatched_segment_frees,
             pre_trace_blocks: cov.pre_trace_blocks,
+            replay_mismatches: cov.mismatches.len() as u64,
             wrapped,
         }
     };
@@ -359,6 +365,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         unmatched_frees: devices.iter().map(|d| d.unmatched_frees).sum(),
         unmatched_segment_frees: devices.iter().map(|d| d.unmatched_segment_frees).sum(),
         pre_trace_blocks: devices.iter().map(|d| d.pre_trace_blocks).sum(),
+        replay_mismatches: devices.iter().map(|d| d.replay_mismatches).sum(),
         first_time_us: devices.iter().filter_map(|d| d.first_time_us).min(),
         last_time_us: devices.iter().filter_map(|d| d.last_time_us).max(),
         has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),

@@ -1,6 +1,7 @@
 //! Stage last, `render`: terminal tables and JSON for the analyses' reports.
 
 pub mod summary;
+pub mod top;
 mod table;
 
 pub use table::{Align, Style, Table};

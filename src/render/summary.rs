@@ -101,6 +101,13 @@ pub fn text(s: &Summary, style: Style) -> String {
             ", no time_us in this file"
         }
     );
+    if tr.replay_mismatches > 0 {
+        let _ = writeln!(
+            o,
+            "         replaying the trace leaves {} allocations live that segments do not hold (events were lost)",
+            count(tr.replay_mismatches)
+        );
+    }
     if tr.wrapped || tr.unmatched_segment_frees > 0 {
         let _ = writeln!(
             o,

@@ -147,3 +147,46 @@ fn convert_to_cache_and_json_and_back() {
     ]);
     assert_eq!(bad.status.code(), Some(1));
 }
+
+#[test]
+fn top_table_json_and_usage_errors() {
+    let f = fixture("scenarios/pp_last_stage_recv_pinned.pickle");
+    let f = f.to_str().unwrap();
+    let out = leakscope(&["top", f, "--at", "peak", "--limit", "3"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("total") && text.contains("more)"), "{text}");
+
+    let out = leakscope(&["top", f, "--at", "peak", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "leakscope.top/1");
+    for k in ["kind", "event_index", "time_us", "live_bytes"] {
+        assert!(v["at"].get(k).is_some(), "at.{k}");
+    }
+    let row = &v["rows"][0];
+    for k in ["key", "site", "bytes", "blocks"] {
+        assert!(row.get(k).is_some(), "rows[0].{k}");
+    }
+    let sum: u64 = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .sum::<u64>()
+        + v["rest"]["bytes"].as_u64().unwrap();
+    assert_eq!(sum, v["at"]["live_bytes"].as_u64().unwrap());
+
+    for (args, msg) in [
+        (vec!["top", f, "--at", "middle"], "use end, peak, oom"),
+        (vec!["top", f, "--at", "oom"], "no oom event"),
+        (vec!["top", f, "--at", "event:99999999"], "past the end"),
+        (vec!["top", f, "--device", "7"], "no device 7"),
+        (vec!["top", f, "--by", "colour"], "--by colour"),
+        (vec!["top", f, "--focus", "("], "invalid regex"),
+    ] {
+        let out = leakscope(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+}

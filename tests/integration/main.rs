@@ -1,5 +1,6 @@
 //! The one integration-test binary (ripgrep's habit): each module covers one area.
 
+mod attribution;
 mod cli;
 mod common;
 mod corpus;

@@ -1,0 +1,7 @@
+//! Stage 2, `replay`: walks a device's trace into allocation lifetimes, a timeline of live
+//! and reserved bytes, and what the trace cannot see (allocations made before it began,
+//! frees whose allocation fell out of the ring buffer).
+
+mod lifetimes;
+
+pub use lifetimes::{Lifetime, Mismatch, Origin, Replay, replay, replay_counts};
