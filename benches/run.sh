@@ -31,6 +31,8 @@ cd "$ROOT"
 LEAKSCOPE_CMDS=(
     "summary"
     "summary --json"
+    "top --at peak"
+    "top --at end --by stack"
     "leaks"
     "report"
 )
