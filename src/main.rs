@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
+use leakscope::analysis::tree;
 use leakscope::analysis::{self, summary};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
@@ -45,6 +46,40 @@ enum Command {
         /// Print JSON (schema leakscope.top/1)
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// The call tree of the memory live at a point: bytes per frame, inclusive and self
+    Tree {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        point: PointArgs,
+        /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
+        #[arg(long, default_value_t = render::tree::DEFAULT_MIN_SHARE)]
+        min_share: f64,
+        /// Print JSON (schema leakscope.tree/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
+    Flamegraph {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        point: PointArgs,
+        /// Output file (default: flamegraph.svg; with --folded, standard output)
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Write folded stacks (`outer;...;inner BYTES` lines) instead of an SVG
+        #[arg(long)]
+        folded: bool,
         #[command(flatten)]
         attr: AttrArgs,
         #[command(flatten)]
@@ -137,6 +172,55 @@ fn pick_device(snap: &Snapshot, asked: Option<i64>) -> anyhow::Result<i64> {
         .into()),
         None => Ok(analysis::default_device(snap)),
     }
+}
+
+/// The allocations live at a point, ready to attribute.
+struct Live {
+    snap: Snapshot,
+    replay: leakscope::replay::Replay,
+    point: top::Point,
+    by: GroupBy,
+    filters: FilterOptions,
+}
+
+/// What `top`, `tree` and `flamegraph` share: the options checked, `--at` parsed, the file
+/// loaded, the device picked and replayed, the point resolved.
+fn live_at(file: &Path, point: &PointArgs, attr: &AttrArgs, la: &LoadArgs) -> anyhow::Result<Live> {
+    let (by, filters) = attr.options()?;
+    let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
+    let snap = load(file, la)?;
+    let d = pick_device(&snap, point.device)?;
+    let replay = replay_device(&snap, d);
+    let point = top::resolve(&snap, &replay, at).map_err(Usage)?;
+    Ok(Live {
+        snap,
+        replay,
+        point,
+        by,
+        filters,
+    })
+}
+
+/// A call tree's report as compact JSON (pretty-printed, a tree nested as deep as its
+/// stacks is mostly indentation). serde recurses once per tree level, a few hundred bytes
+/// of stack each, so the work runs on a thread whose stack grows with the depth.
+fn tree_json(report: &tree::TreeReport) -> anyhow::Result<String> {
+    let depth = report.tree.depth() as usize;
+    let stack = (8 << 20) + depth.saturating_mul(2 << 10);
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("tree-json".into())
+            .stack_size(stack)
+            .spawn_scoped(s, || serde_json::to_string(report))
+            .context("cannot start a thread to write JSON")?
+            .join()
+            .map_err(|_| anyhow::anyhow!("writing JSON panicked"))?
+            .context("cannot write JSON")
+    })
+}
+
+fn write_file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    std::fs::write(path, data).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn replay_device(snap: &Snapshot, d: i64) -> leakscope::replay::Replay {
@@ -245,19 +329,97 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             attr,
             load: la,
         } => {
-            let (by, filters) = attr.options()?;
-            let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
-            let snap = load(&file, &la)?;
-            let d = pick_device(&snap, point.device)?;
-            let rep = replay_device(&snap, d);
-            let p = top::resolve(&snap, &rep, at).map_err(Usage)?;
-            let mut attributor = Attributor::new(&snap, by, &filters);
-            let report = top::top(&rep, p, &mut attributor, limit);
+            let live = live_at(&file, &point, &attr, &la)?;
+            let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
+            let report = top::top(&live.replay, live.point, &mut attributor, limit);
             if json {
                 write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
             } else {
                 write_stdout(&render::top::text(&report, style))
             }
+        }
+        Command::Tree {
+            file,
+            point,
+            min_share,
+            json,
+            attr,
+            load: la,
+        } => {
+            if !(0.0..=1.0).contains(&min_share) {
+                return Err(Usage(format!(
+                    "--min-share {min_share}: use a fraction from 0 to 1"
+                ))
+                .into());
+            }
+            let live = live_at(&file, &point, &attr, &la)?;
+            let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
+            let report = tree::tree(&live.replay, live.point, &mut attributor);
+            if json {
+                write_stdout(&(tree_json(&report)? + "\n"))
+            } else {
+                write_stdout(&render::tree::text(&report, min_share, style))
+            }
+        }
+        Command::Flamegraph {
+            file,
+            point,
+            output,
+            folded,
+            attr,
+            load: la,
+        } => {
+            let live = live_at(&file, &point, &attr, &la)?;
+            let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
+            let report = tree::tree(&live.replay, live.point, &mut attributor);
+            let lines = render::flamegraph::folded(&report.tree);
+            if folded {
+                let text = render::flamegraph::folded_text(&lines);
+                return match output {
+                    Some(path) => write_file(&path, text.as_bytes()),
+                    None => write_stdout(&text),
+                };
+            }
+            let path = output.unwrap_or_else(|| PathBuf::from("flamegraph.svg"));
+            let title = format!("live memory at {}", render::tree::point_text(&report.at));
+            let mut subtitle = format!(
+                "{}, device {}: {} bytes live",
+                file.file_name()
+                    .unwrap_or(file.as_os_str())
+                    .to_string_lossy(),
+                report.device,
+                render::count(report.at.live_bytes),
+            );
+            if report.total_bytes == report.at.live_bytes {
+                subtitle += &format!(" in {} allocations", render::count(report.total_blocks));
+            } else {
+                subtitle += &format!(
+                    "; drawn: {} bytes in {} allocations",
+                    render::count(report.total_bytes),
+                    render::count(report.total_blocks)
+                );
+            }
+            if lines.is_empty() {
+                anyhow::bail!(
+                    "nothing to draw: {}",
+                    if live.filters.focus.is_some() {
+                        "no live allocation matches --focus"
+                    } else {
+                        "no bytes are live at this point"
+                    }
+                );
+            }
+            let svg = render::flamegraph::svg(&lines, &title, Some(&subtitle))
+                .context("cannot draw the flame graph")?;
+            write_file(&path, &svg)?;
+            eprintln!(
+                "wrote {} ({} in {} stack{})",
+                path.display(),
+                render::bytes(report.total_bytes),
+                render::count(lines.len() as u64),
+                if lines.len() == 1 { "" } else { "s" }
+            );
+            Ok(())
         }
         Command::Convert {
             input,

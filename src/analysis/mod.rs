@@ -3,6 +3,7 @@
 
 pub mod summary;
 pub mod top;
+pub mod tree;
 
 use crate::model::Snapshot;
 

@@ -1,8 +1,10 @@
 //! Stage last, `render`: terminal tables and JSON for the analyses' reports.
 
+pub mod flamegraph;
 pub mod summary;
-pub mod top;
 mod table;
+pub mod top;
+pub mod tree;
 
 pub use table::{Align, Style, Table};
 

@@ -51,7 +51,8 @@ impl Lifetime {
             (Origin::Traced(_), None) => false,
             _ => true,
         };
-        born && self.freed.is_none_or(|f| i.is_some_and(|i| f > i))
+        // Before any event (`i` is None) everything born before the trace is alive.
+        born && self.freed.is_none_or(|f| i.is_none_or(|i| f > i))
     }
 
     /// Whether it was allocated before the trace began.

@@ -5,5 +5,6 @@ mod cli;
 mod common;
 mod corpus;
 mod encodings;
+mod graphs;
 mod robustness;
 mod scenarios;

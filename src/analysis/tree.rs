@@ -1,0 +1,385 @@
+//! `leakscope tree`: the call tree of the allocations live at a point of the trace.
+//!
+//! Every live allocation is followed along its filtered stack (see
+//! [`Attributor::filtered`]) from the outermost frame to the innermost; equal frame paths
+//! merge, so the tree is a prefix tree of stacks under a synthetic `all` root. A node's
+//! *inclusive* bytes are those of every allocation whose path passes through it, its
+//! *self* bytes those of the allocations whose innermost filtered frame it is.
+//! Allocations with no frame left after filtering hang under one
+//! [`NO_FRAME`] child of the root, so the root's own self
+//! bytes are always zero.
+//!
+//! Stacks can be hundreds of frames deep, so nothing here recurses: the tree is built and
+//! summed over node indices, and walked with explicit stacks. Only the JSON form
+//! recurses, through serde, as deep as the deepest stack.
+
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::ser::{SerializeSeq, SerializeStruct};
+use serde::{Serialize, Serializer};
+
+use crate::analysis::top::Point;
+use crate::attribute::{Attributor, NO_FRAME};
+use crate::model::fxhash::FastMap;
+use crate::model::{FrameId, StackId, StrId};
+use crate::replay::Replay;
+
+/// JSON schema name of [`TreeReport`].
+pub const SCHEMA: &str = "leakscope.tree/1";
+
+/// Name of the synthetic root node.
+pub const ROOT_NAME: &str = "all";
+
+/// Where a frame node's code is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FrameInfo {
+    /// File name as recorded.
+    pub filename: String,
+    /// Line.
+    pub line: i64,
+    /// Function name.
+    pub function: String,
+}
+
+/// What a node stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// The synthetic `all` root.
+    Root,
+    /// Allocations with no frame left after filtering ([`NO_FRAME`]).
+    NoFrame,
+    /// A frame.
+    Frame(FrameInfo),
+}
+
+/// One node of the call tree.
+#[derive(Clone, Debug)]
+pub struct TreeNode {
+    /// `all`, [`NO_FRAME`] or `file:line:function`.
+    pub name: String,
+    /// What the node stands for.
+    pub kind: NodeKind,
+    /// The caller's node (`None` for the root).
+    pub parent: Option<NodeIndex>,
+    /// Distance from the root (the root is 0).
+    pub depth: u32,
+    /// Inclusive bytes: every live allocation whose path passes through this node.
+    pub bytes: u64,
+    /// Bytes of the allocations whose innermost filtered frame is this node.
+    pub self_bytes: u64,
+    /// Inclusive number of allocations.
+    pub blocks: u64,
+    /// Number of allocations whose innermost filtered frame is this node.
+    pub self_blocks: u64,
+}
+
+impl TreeNode {
+    fn new(name: String, kind: NodeKind, parent: Option<NodeIndex>, depth: u32) -> TreeNode {
+        TreeNode {
+            name,
+            kind,
+            parent,
+            depth,
+            bytes: 0,
+            self_bytes: 0,
+            blocks: 0,
+            self_blocks: 0,
+        }
+    }
+
+    /// The frame, for frame nodes.
+    pub fn frame(&self) -> Option<&FrameInfo> {
+        match &self.kind {
+            NodeKind::Frame(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// Identity of a child under its parent: frames merge by `(filename, name, line)`, so
+/// frames that differ only in keys leakscope does not show are one node.
+type ChildKey = (NodeIndex, Option<(StrId, StrId, i64)>);
+
+/// The call tree: a petgraph [`DiGraph`] with edges caller → callee.
+///
+/// A node's index is always greater than its parent's, so sweeping indices downwards
+/// visits children before parents.
+#[derive(Clone, Debug)]
+pub struct CallTree {
+    graph: DiGraph<TreeNode, ()>,
+    root: NodeIndex,
+}
+
+impl Default for CallTree {
+    fn default() -> Self {
+        CallTree::new()
+    }
+}
+
+impl CallTree {
+    /// A tree with only the root.
+    pub fn new() -> CallTree {
+        let mut graph = DiGraph::new();
+        let root = graph.add_node(TreeNode::new(ROOT_NAME.into(), NodeKind::Root, None, 0));
+        CallTree { graph, root }
+    }
+
+    /// The tree of the allocations live after `point.event_index`, following stacks as
+    /// `attr` filters them; allocations `--focus` leaves out (`attr.key` is `None`) are
+    /// not counted.
+    pub fn build(replay: &Replay, point: &Point, attr: &mut Attributor) -> CallTree {
+        let snap = attr.snapshot();
+        let mut tree = CallTree::new();
+        let mut leaf_of: FastMap<StackId, NodeIndex> = FastMap::default();
+        let mut child_of: FastMap<ChildKey, NodeIndex> = FastMap::default();
+        for l in replay.live_set(point.event_index) {
+            if attr.key(l.stack).is_none() {
+                continue;
+            }
+            let leaf = match leaf_of.get(&l.stack) {
+                Some(&n) => n,
+                None => {
+                    let frames = attr.filtered(l.stack);
+                    let n = if frames.is_empty() {
+                        tree.child(&mut child_of, tree.root, None, || {
+                            (NO_FRAME.to_string(), NodeKind::NoFrame)
+                        })
+                    } else {
+                        // Outermost first.
+                        frames.iter().rev().fold(tree.root, |parent, &f: &FrameId| {
+                            let fr = snap.frames.get(f);
+                            let key = Some((fr.filename, fr.name, fr.line));
+                            tree.child(&mut child_of, parent, key, || {
+                                let info = FrameInfo {
+                                    filename: snap.strings.get(fr.filename).to_string(),
+                                    line: fr.line,
+                                    function: snap.strings.get(fr.name).to_string(),
+                                };
+                                (
+                                    format!("{}:{}:{}", info.filename, info.line, info.function),
+                                    NodeKind::Frame(info),
+                                )
+                            })
+                        })
+                    };
+                    leaf_of.insert(l.stack, n);
+                    n
+                }
+            };
+            let node = &mut tree.graph[leaf];
+            node.self_bytes += l.bytes;
+            node.self_blocks += 1;
+        }
+        tree.sum_up();
+        tree
+    }
+
+    /// The child of `parent` with `key`, added (named by `make`) when new.
+    fn child(
+        &mut self,
+        index: &mut FastMap<ChildKey, NodeIndex>,
+        parent: NodeIndex,
+        key: Option<(StrId, StrId, i64)>,
+        make: impl FnOnce() -> (String, NodeKind),
+    ) -> NodeIndex {
+        if let Some(&n) = index.get(&(parent, key)) {
+            return n;
+        }
+        let (name, kind) = make();
+        let depth = self.graph[parent].depth + 1;
+        let n = self
+            .graph
+            .add_node(TreeNode::new(name, kind, Some(parent), depth));
+        self.graph.add_edge(parent, n, ());
+        index.insert((parent, key), n);
+        n
+    }
+
+    /// Inclusive sums from the self sums: children have higher indices than their parents.
+    fn sum_up(&mut self) {
+        for n in self.graph.node_indices() {
+            let node = &mut self.graph[n];
+            node.bytes = node.self_bytes;
+            node.blocks = node.self_blocks;
+        }
+        for i in (1..self.graph.node_count()).rev() {
+            let n = NodeIndex::new(i);
+            let (bytes, blocks, parent) = {
+                let node = &self.graph[n];
+                (node.bytes, node.blocks, node.parent)
+            };
+            if let Some(p) = parent {
+                self.graph[p].bytes += bytes;
+                self.graph[p].blocks += blocks;
+            }
+        }
+    }
+
+    /// The root (`all`).
+    pub fn root(&self) -> NodeIndex {
+        self.root
+    }
+
+    /// A node.
+    pub fn node(&self, n: NodeIndex) -> &TreeNode {
+        &self.graph[n]
+    }
+
+    /// The underlying graph (edges caller → callee).
+    pub fn graph(&self) -> &DiGraph<TreeNode, ()> {
+        &self.graph
+    }
+
+    /// Number of nodes, the root included.
+    pub fn len(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    /// True when the tree is only its root (nothing live, or nothing in focus).
+    pub fn is_empty(&self) -> bool {
+        self.graph.node_count() <= 1
+    }
+
+    /// Greatest node depth (0 when the tree is only its root).
+    pub fn depth(&self) -> u32 {
+        self.graph
+            .node_weights()
+            .map(|n| n.depth)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The callees of `n`, largest inclusive bytes first (ties by name).
+    pub fn children(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut c: Vec<NodeIndex> = self
+            .graph
+            .neighbors_directed(n, Direction::Outgoing)
+            .collect();
+        c.sort_by(|&a, &b| {
+            let (a, b) = (&self.graph[a], &self.graph[b]);
+            b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name))
+        });
+        c
+    }
+
+    /// The nodes from the root's first child down to `n` (empty for the root).
+    pub fn path(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut p = Vec::with_capacity(self.graph[n].depth as usize);
+        let mut cur = n;
+        while let Some(parent) = self.graph[cur].parent {
+            p.push(cur);
+            cur = parent;
+        }
+        p.reverse();
+        p
+    }
+
+    /// Every node in depth-first preorder, children largest first (no recursion).
+    pub fn preorder(&self) -> Vec<NodeIndex> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut stack = vec![self.root];
+        while let Some(n) = stack.pop() {
+            out.push(n);
+            stack.extend(self.children(n).into_iter().rev());
+        }
+        out
+    }
+}
+
+/// A node and its subtree, serialized as
+/// `{name, [filename, line, function], bytes, self_bytes, blocks, self_blocks, children}`.
+struct NodeView<'t> {
+    tree: &'t CallTree,
+    node: NodeIndex,
+}
+
+struct ChildrenView<'t>(NodeView<'t>);
+
+impl Serialize for NodeView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.tree.node(self.node);
+        let frame = n.frame();
+        let mut st = s.serialize_struct("Node", if frame.is_some() { 9 } else { 6 })?;
+        st.serialize_field("name", &n.name)?;
+        match frame {
+            Some(f) => {
+                st.serialize_field("filename", &f.filename)?;
+                st.serialize_field("line", &f.line)?;
+                st.serialize_field("function", &f.function)?;
+            }
+            None => {
+                st.skip_field("filename")?;
+                st.skip_field("line")?;
+                st.skip_field("function")?;
+            }
+        }
+        st.serialize_field("bytes", &n.bytes)?;
+        st.serialize_field("self_bytes", &n.self_bytes)?;
+        st.serialize_field("blocks", &n.blocks)?;
+        st.serialize_field("self_blocks", &n.self_blocks)?;
+        st.serialize_field(
+            "children",
+            &ChildrenView(NodeView {
+                tree: self.tree,
+                node: self.node,
+            }),
+        )?;
+        st.end()
+    }
+}
+
+impl Serialize for ChildrenView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let tree = self.0.tree;
+        let children = tree.children(self.0.node);
+        let mut seq = s.serialize_seq(Some(children.len()))?;
+        for node in children {
+            seq.serialize_element(&NodeView { tree, node })?;
+        }
+        seq.end()
+    }
+}
+
+/// Serializes as the root node with its subtree, children largest first.
+impl Serialize for CallTree {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        NodeView {
+            tree: self,
+            node: self.root,
+        }
+        .serialize(s)
+    }
+}
+
+/// The `tree` report (`leakscope.tree/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeReport {
+    /// Schema name.
+    pub schema: &'static str,
+    /// Device.
+    pub device: i64,
+    /// The point.
+    pub at: Point,
+    /// Σ bytes in the tree: the root's inclusive bytes (equals `at.live_bytes` unless
+    /// `--focus` leaves some allocations out).
+    pub total_bytes: u64,
+    /// Σ allocations in the tree.
+    pub total_blocks: u64,
+    /// The tree, serialized as its root node.
+    #[serde(rename = "root")]
+    pub tree: CallTree,
+}
+
+/// The call tree of the allocations live at `point`.
+pub fn tree(replay: &Replay, point: Point, attr: &mut Attributor) -> TreeReport {
+    let tree = CallTree::build(replay, &point, attr);
+    let root = tree.node(tree.root());
+    TreeReport {
+        schema: SCHEMA,
+        device: replay.device,
+        total_bytes: root.bytes,
+        total_blocks: root.blocks,
+        at: point,
+        tree,
+    }
+}
