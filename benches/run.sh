@@ -31,8 +31,10 @@ cd "$ROOT"
 LEAKSCOPE_CMDS=(
     "summary"
     "summary --json"
-    "top --at peak"
+        "top --at peak"
     "top --at end --by stack"
+    "tree --at peak"
+    "flamegraph --at peak -o target/bench/flamegraph.svg"
     "leaks"
     "report"
 )

@@ -265,7 +265,20 @@ impl std::error::Error for Usage {}
 
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
 
+/// Seconds spent loading, for `LEAKSCOPE_TIMINGS=1` (which prints load and total times
+/// to stderr, so the cost of an analysis can be told from the cost of reading the file).
+static LOAD_SECONDS: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
+
 fn load(path: &Path, args: &LoadArgs) -> anyhow::Result<Snapshot> {
+    let started = std::time::Instant::now();
+    let result = load_inner(path, args);
+    if let Ok(mut s) = LOAD_SECONDS.lock() {
+        *s += started.elapsed().as_secs_f64();
+    }
+    result
+}
+
+fn load_inner(path: &Path, args: &LoadArgs) -> anyhow::Result<Snapshot> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar = (size > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
         let pb = indicatif::ProgressBar::new(size);
@@ -461,7 +474,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let started = std::time::Instant::now();
+    let result = run(cli);
+    if std::env::var_os("LEAKSCOPE_TIMINGS").is_some_and(|v| v == "1") {
+        let load = LOAD_SECONDS.lock().map(|s| *s).unwrap_or(0.0);
+        let total = started.elapsed().as_secs_f64();
+        eprintln!(
+            "leakscope timings: load {load:.3} s, analysis and output {:.3} s, total {total:.3} s",
+            total - load
+        );
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("leakscope: {e:#}");
