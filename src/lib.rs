@@ -15,6 +15,7 @@ pub mod load;
 pub mod model;
 pub mod render;
 pub mod replay;
+pub mod windows;
 
 pub use error::{LoadError, LoadErrorKind};
 pub use load::{LoadOptions, load_bytes, load_path};

@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
-use leakscope::analysis::tree;
 use leakscope::analysis::{self, summary};
+use leakscope::analysis::{leaks, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
+use leakscope::windows::WindowSpec;
 use leakscope::{LoadError, LoadOptions, Snapshot};
 use regex::Regex;
 
@@ -44,6 +45,40 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// Print JSON (schema leakscope.top/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// The call sites whose memory grows per window (micro-batch): leaks and retained memory
+    Leaks {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        win: WindowArgs,
+        /// Windows at the start whose growth is warm-up
+        #[arg(long, default_value_t = 0)]
+        warmup: usize,
+        /// Leave out sites growing by fewer bytes per window
+        #[arg(long, default_value_t = 0)]
+        min_bytes: u64,
+        /// Print JSON (schema leakscope.leaks/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// How the trace is cut into windows (micro-batches) for leaks, and why
+    Windows {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        win: WindowArgs,
+        /// Print JSON
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -106,6 +141,16 @@ struct PointArgs {
     /// Where: end, peak, oom, event:N (after event N) or time:US (after the last event at or before US)
     #[arg(long, default_value = "end")]
     at: String,
+    /// Device index (default: the one with the longest trace)
+    #[arg(long)]
+    device: Option<i64>,
+}
+
+#[derive(clap::Args)]
+struct WindowArgs {
+    /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+    #[arg(long, default_value = "auto")]
+    windows: String,
     /// Device index (default: the one with the longest trace)
     #[arg(long)]
     device: Option<i64>,
@@ -349,6 +394,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
             } else {
                 write_stdout(&render::top::text(&report, style))
+            }
+        }
+        Command::Leaks {
+            file,
+            win,
+            warmup,
+            min_bytes,
+            json,
+            attr,
+            load: la,
+        } => {
+            let (by, filters) = attr.options()?;
+            let spec =
+                WindowSpec::parse(&win.windows).map_err(|e| Usage(format!("--windows {e}")))?;
+            let snap = load(&file, &la)?;
+            let d = pick_device(&snap, win.device)?;
+            let rep = replay_device(&snap, d);
+            let mut attributor = Attributor::new(&snap, by, &filters);
+            let w = leakscope::windows::windows(&snap, d, &spec, &attributor);
+            let opts = leaks::LeakOptions { warmup, min_bytes };
+            let report = leaks::leaks(&rep, &w, &mut attributor, &opts);
+            if json {
+                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
+            } else {
+                write_stdout(&render::leaks::text(&report, style))
+            }
+        }
+        Command::Windows {
+            file,
+            win,
+            json,
+            attr,
+            load: la,
+        } => {
+            let (by, filters) = attr.options()?;
+            let spec =
+                WindowSpec::parse(&win.windows).map_err(|e| Usage(format!("--windows {e}")))?;
+            let snap = load(&file, &la)?;
+            let d = pick_device(&snap, win.device)?;
+            let attributor = Attributor::new(&snap, by, &filters);
+            let w = leakscope::windows::windows(&snap, d, &spec, &attributor);
+            if json {
+                write_stdout(&(serde_json::to_string_pretty(&w)? + "\n"))
+            } else {
+                write_stdout(&render::leaks::windows_text(&w, style))
             }
         }
         Command::Tree {

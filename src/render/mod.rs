@@ -1,6 +1,7 @@
 //! Stage last, `render`: terminal tables and JSON for the analyses' reports.
 
 pub mod flamegraph;
+pub mod leaks;
 pub mod summary;
 mod table;
 pub mod top;

@@ -6,5 +6,6 @@ mod common;
 mod corpus;
 mod encodings;
 mod graphs;
+mod leaks;
 mod robustness;
 mod scenarios;

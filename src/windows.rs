@@ -1,0 +1,329 @@
+//! Stage 4, `windows`: cutting a device's trace into repeated units of work
+//! (micro-batches), so growth can be measured per unit.
+//!
+//! Sources, as `--windows SPEC`: `annotation[:REGEX]` (a window per matching
+//! `record_function` START in `external_annotations`), `metadata` (a window per change of
+//! `user_metadata`), `frame:REGEX` (a window starts at each allocation whose filtered
+//! stack has a frame whose function matches, when the previous allocation's had none),
+//! `every:N` events, and `auto`. A window runs from its start to the next window's start
+//! (the last one to the end of the trace), so every event after the first start belongs
+//! to exactly one window.
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::attribute::{Attributor, is_python};
+use crate::model::fxhash::FastMap;
+use crate::model::{Action, Snapshot, flags};
+
+/// How windows are made.
+#[derive(Clone, Debug)]
+pub enum WindowSpec {
+    /// Repeating annotations (optionally only names matching).
+    Annotation(Option<Regex>),
+    /// Changes of `user_metadata`.
+    Metadata,
+    /// Entries into a function.
+    Frame(Regex),
+    /// Every N events.
+    Every(u32),
+    /// Annotations that repeat, else `user_metadata`, else entries into the function that
+    /// repeats least often but at least four times.
+    Auto,
+}
+
+impl WindowSpec {
+    /// Parses a `--windows` value.
+    pub fn parse(s: &str) -> Result<WindowSpec, String> {
+        let re = |r: &str| Regex::new(r).map_err(|e| format!("`{s}`: invalid regex: {e}"));
+        Ok(match s {
+            "auto" => WindowSpec::Auto,
+            "annotation" => WindowSpec::Annotation(None),
+            "metadata" => WindowSpec::Metadata,
+            _ => {
+                if let Some(r) = s.strip_prefix("annotation:") {
+                    WindowSpec::Annotation(Some(re(r)?))
+                } else if let Some(r) = s.strip_prefix("frame:") {
+                    WindowSpec::Frame(re(r)?)
+                } else if let Some(n) = s.strip_prefix("every:") {
+                    let n: u32 = n
+                        .parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("`{s}`: every:N needs a positive number"))?;
+                    WindowSpec::Every(n)
+                } else {
+                    return Err(format!(
+                        "`{s}`: use auto, annotation[:REGEX], metadata, frame:REGEX or every:N"
+                    ));
+                }
+            }
+        })
+    }
+}
+
+/// The windows of one device.
+#[derive(Clone, Debug, Serialize)]
+pub struct Windows {
+    /// `annotation`, `metadata`, `frame`, `every` or `whole-trace`.
+    pub source: String,
+    /// What was matched, in words (the annotation pattern, the function, N).
+    pub detail: String,
+    /// Why this source was chosen (for `auto`) or how it was read.
+    pub reason: String,
+    /// Event index where each window starts, increasing.
+    pub starts: Vec<u32>,
+    /// Events in the trace (the last window ends there).
+    pub events: u32,
+    /// A name per window (the annotation name, the metadata value), when there is one.
+    pub names: Vec<String>,
+}
+
+impl Windows {
+    /// Number of windows.
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// True when there is no window.
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// Event range `[start, end)` of window `k`.
+    pub fn range(&self, k: usize) -> (u32, u32) {
+        let end = self.starts.get(k + 1).copied().unwrap_or(self.events);
+        (self.starts[k], end)
+    }
+
+    /// The window holding event `i` (`None` before the first window).
+    pub fn of_event(&self, i: u32) -> Option<usize> {
+        match self.starts.binary_search(&i) {
+            Ok(k) => Some(k),
+            Err(0) => None,
+            Err(k) => Some(k - 1),
+        }
+    }
+}
+
+/// Strips digits so `micro_batch12` and `micro_batch3` fall in one family.
+fn family(name: &str) -> String {
+    name.chars().filter(|c| !c.is_ascii_digit()).collect()
+}
+
+fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> Option<Windows> {
+    let trace = snap.trace(device);
+    let anns = snap.external_annotations.as_ref()?;
+    let timed: Vec<(i64, u32)> = (0..trace.len())
+        .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
+        .map(|i| (trace.time_us[i], i as u32))
+        .collect();
+    if timed.is_empty() {
+        return None;
+    }
+    let starts: Vec<(&str, i64)> = anns
+        .iter()
+        .filter(|a| a.device.is_none_or(|d| d == device))
+        .filter(|a| a.stage.as_deref() == Some("START"))
+        .filter_map(|a| Some((a.name.as_deref()?, a.time_us?)))
+        .collect();
+    let (chosen, reason): (Vec<(&str, i64)>, String) = match pattern {
+        Some(re) => (
+            starts
+                .iter()
+                .filter(|(n, _)| re.is_match(n))
+                .copied()
+                .collect(),
+            format!("annotations matching {}", re.as_str()),
+        ),
+        None => {
+            // The repeating family with the most occurrences: the finest unit of work.
+            let mut counts: FastMap<String, usize> = FastMap::default();
+            for (n, _) in &starts {
+                *counts.entry(family(n)).or_default() += 1;
+            }
+            let mut fams: Vec<(String, usize)> =
+                counts.into_iter().filter(|(_, c)| *c >= 3).collect();
+            fams.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let (fam, count) = fams.first()?.clone();
+            (
+                starts
+                    .iter()
+                    .filter(|(n, _)| family(n) == fam)
+                    .copied()
+                    .collect(),
+                format!("annotation family `{fam}` repeats {count} times, the most of any"),
+            )
+        }
+    };
+    if chosen.is_empty() {
+        return None;
+    }
+    // Each START maps to the first event at or after its time.
+    let mut ws: Vec<(u32, String)> = Vec::new();
+    for (name, t) in chosen {
+        let at = timed.partition_point(|&(ti, _)| ti < t);
+        if let Some(&(_, ev)) = timed.get(at)
+            && ws.last().is_none_or(|(s, _)| *s < ev)
+        {
+            ws.push((ev, name.to_string()));
+        }
+    }
+    let detail = match pattern {
+        Some(re) => re.as_str().to_string(),
+        None => ws.first().map(|(_, n)| family(n)).unwrap_or_default(),
+    };
+    Some(Windows {
+        source: "annotation".into(),
+        detail,
+        reason,
+        starts: ws.iter().map(|w| w.0).collect(),
+        names: ws.into_iter().map(|w| w.1).collect(),
+        events: trace.len() as u32,
+    })
+}
+
+fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
+    let trace = snap.trace(device);
+    let mut starts = Vec::new();
+    let mut names = Vec::new();
+    let mut last: Option<&str> = None;
+    for i in 0..trace.len() {
+        let um = snap.meta(trace.meta[i]).user_metadata.as_deref();
+        if let Some(u) = um
+            && !u.is_empty()
+            && last != Some(u)
+        {
+            starts.push(i as u32);
+            names.push(u.to_string());
+        }
+        if um.is_some_and(|u| !u.is_empty()) {
+            last = um;
+        }
+    }
+    (starts.len() >= 2).then(|| Windows {
+        source: "metadata".into(),
+        detail: "user_metadata".into(),
+        reason: format!("user_metadata changes {} times", starts.len()),
+        starts,
+        names,
+        events: trace.len() as u32,
+    })
+}
+
+/// Entries into functions: for each function name, the allocations whose filtered stack
+/// has it while the previous allocation's did not.
+fn entries(
+    snap: &Snapshot,
+    device: i64,
+    attr: &Attributor,
+    only: Option<&Regex>,
+) -> FastMap<String, Vec<u32>> {
+    let trace = snap.trace(device);
+    let mut out: FastMap<String, Vec<u32>> = FastMap::default();
+    let mut prev: Vec<u32> = Vec::new();
+    let mut cache: FastMap<crate::model::StackId, Vec<u32>> = FastMap::default();
+    for i in 0..trace.len() {
+        if trace.action[i] != Action::ALLOC {
+            continue;
+        }
+        let s = trace.stack[i];
+        let names = cache
+            .entry(s)
+            .or_insert_with(|| {
+                let mut v: Vec<u32> = attr
+                    .filtered(s)
+                    .into_iter()
+                    .filter(|f| is_python(snap, snap.frames.get(*f)))
+                    .map(|f| snap.frames.get(f).name.0)
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .clone();
+        for n in &names {
+            if prev.binary_search(n).is_err() {
+                let name = snap.strings.get(crate::model::StrId(*n));
+                if only.is_none_or(|r| r.is_match(name)) {
+                    out.entry(name.to_string()).or_default().push(i as u32);
+                }
+            }
+        }
+        prev = names;
+    }
+    out
+}
+
+fn frame_windows(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) -> Option<Windows> {
+    let ent = entries(snap, device, attr, Some(re));
+    let mut starts: Vec<u32> = ent.into_values().flatten().collect();
+    starts.sort_unstable();
+    starts.dedup();
+    (!starts.is_empty()).then(|| Windows {
+        source: "frame".into(),
+        detail: re.as_str().to_string(),
+        reason: format!("entries into a function matching {}", re.as_str()),
+        names: vec![String::new(); starts.len()],
+        starts,
+        events: snap.trace(device).len() as u32,
+    })
+}
+
+/// The function entered least often but at least four times, most allocations inside
+/// on ties: the outermost repeating unit of work that still gives windows to compare.
+fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Windows> {
+    let ent = entries(snap, device, attr, None);
+    let mut cands: Vec<(String, Vec<u32>)> =
+        ent.into_iter().filter(|(_, v)| v.len() >= 4).collect();
+    // Fewest entries first; then the earliest first entry (an enclosing function is
+    // entered before what it calls), then the name for a stable order.
+    cands.sort_by(|a, b| {
+        a.1.len()
+            .cmp(&b.1.len())
+            .then(a.1[0].cmp(&b.1[0]))
+            .then(a.0.cmp(&b.0))
+    });
+    let (name, starts) = cands.into_iter().next()?;
+    Some(Windows {
+        source: "frame".into(),
+        detail: format!("^{}$", regex::escape(&name)),
+        reason: format!(
+            "no repeating annotations or user_metadata; `{name}` is the function entered least often but at least 4 times ({} entries)",
+            starts.len()
+        ),
+        names: vec![String::new(); starts.len()],
+        starts,
+        events: snap.trace(device).len() as u32,
+    })
+}
+
+/// Cuts device `device`'s trace into windows per `spec`. With nothing to go by, the
+/// whole trace is one window (and `reason` says so).
+pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributor) -> Windows {
+    let events = snap.trace(device).len() as u32;
+    let found = match spec {
+        WindowSpec::Annotation(re) => annotation_windows(snap, device, re.as_ref()),
+        WindowSpec::Metadata => metadata_windows(snap, device),
+        WindowSpec::Frame(re) => frame_windows(snap, device, attr, re),
+        WindowSpec::Every(n) => Some(Windows {
+            source: "every".into(),
+            detail: n.to_string(),
+            reason: format!("every {n} events"),
+            starts: (0..events).step_by(*n as usize).collect(),
+            names: Vec::new(),
+            events,
+        }),
+        WindowSpec::Auto => annotation_windows(snap, device, None)
+            .or_else(|| metadata_windows(snap, device))
+            .or_else(|| period_windows(snap, device, attr)),
+    };
+    found.filter(|w| !w.is_empty()).unwrap_or_else(|| Windows {
+        source: "whole-trace".into(),
+        detail: String::new(),
+        reason: "nothing to cut the trace by (no matching annotations, metadata or repeating function): the whole trace is one window".into(),
+        starts: vec![0],
+        names: vec![String::new()],
+        events,
+    })
+}
