@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
 use leakscope::analysis::{self, summary};
-use leakscope::analysis::{leaks, tree};
+use leakscope::analysis::{compare, leaks, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::windows::WindowSpec;
@@ -65,6 +65,22 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         min_bytes: u64,
         /// Print JSON (schema leakscope.leaks/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
+    Compare {
+        /// Run A (for example the forward-only run, or before a fix)
+        a: PathBuf,
+        /// Run B (for example the training run, or after a fix)
+        b: PathBuf,
+        #[command(flatten)]
+        win: WindowArgs,
+        /// Print JSON (schema leakscope.compare/1)
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -151,6 +167,9 @@ struct WindowArgs {
     /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
     #[arg(long, default_value = "auto")]
     windows: String,
+    /// Only this phase of each step: annotation:REGEX (START to END of matching annotations)
+    #[arg(long)]
+    within: Option<String>,
     /// Device index (default: the one with the longest trace)
     #[arg(long)]
     device: Option<i64>,
@@ -226,6 +245,65 @@ struct Live {
     point: top::Point,
     by: GroupBy,
     filters: FilterOptions,
+}
+
+/// One run through the leak finder, with what `compare` also needs.
+struct LeakRun {
+    report: leaks::LeakReport,
+    end: top::TopReport,
+    backward: u64,
+}
+
+/// The windows of `--windows`, cut to `--within` when given.
+fn windows_of(
+    snap: &Snapshot,
+    d: i64,
+    win: &WindowArgs,
+    attributor: &Attributor,
+) -> anyhow::Result<leakscope::windows::Windows> {
+    let spec = WindowSpec::parse(&win.windows).map_err(|e| Usage(format!("--windows {e}")))?;
+    let w = leakscope::windows::windows(snap, d, &spec, attributor);
+    Ok(match &win.within {
+        None => w,
+        Some(within) => {
+            let re = within
+                .strip_prefix("annotation:")
+                .ok_or_else(|| Usage(format!("--within {within}: use annotation:REGEX")))?;
+            let re = Regex::new(re).map_err(|e| Usage(format!("--within: invalid regex: {e}")))?;
+            let spans = leakscope::windows::annotation_spans(snap, d, &re);
+            if spans.is_empty() {
+                return Err(Usage(format!(
+                    "--within {within}: no matching annotation on device {d}"
+                ))
+                .into());
+            }
+            w.restrict(&spans, within)
+        }
+    })
+}
+
+fn leak_run(
+    file: &Path,
+    win: &WindowArgs,
+    attr: &AttrArgs,
+    la: &LoadArgs,
+    opts: &leaks::LeakOptions,
+) -> anyhow::Result<LeakRun> {
+    let (by, filters) = attr.options()?;
+    let snap = load(file, la)?;
+    let d = pick_device(&snap, win.device)?;
+    let rep = replay_device(&snap, d);
+    let mut attributor = Attributor::new(&snap, by, &filters);
+    let w = windows_of(&snap, d, win, &attributor)?;
+    let report = leaks::leaks(&rep, &w, &mut attributor, opts);
+    let end_point = top::resolve(&snap, &rep, At::End).map_err(Usage)?;
+    let end = top::top(&rep, end_point, &mut attributor, usize::MAX);
+    let backward = compare::backward_bytes(&snap, d);
+    Ok(LeakRun {
+        report,
+        end,
+        backward,
+    })
 }
 
 /// What `top`, `tree` and `flamegraph` share: the options checked, `--at` parsed, the file
@@ -405,20 +483,39 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             attr,
             load: la,
         } => {
-            let (by, filters) = attr.options()?;
-            let spec =
-                WindowSpec::parse(&win.windows).map_err(|e| Usage(format!("--windows {e}")))?;
-            let snap = load(&file, &la)?;
-            let d = pick_device(&snap, win.device)?;
-            let rep = replay_device(&snap, d);
-            let mut attributor = Attributor::new(&snap, by, &filters);
-            let w = leakscope::windows::windows(&snap, d, &spec, &attributor);
             let opts = leaks::LeakOptions { warmup, min_bytes };
-            let report = leaks::leaks(&rep, &w, &mut attributor, &opts);
+            let report = leak_run(&file, &win, &attr, &la, &opts)?.report;
             if json {
                 write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
             } else {
                 write_stdout(&render::leaks::text(&report, style))
+            }
+        }
+        Command::Compare {
+            a,
+            b,
+            win,
+            json,
+            attr,
+            load: la,
+        } => {
+            let opts = leaks::LeakOptions::default();
+            let ra = leak_run(&a, &win, &attr, &la, &opts)?;
+            let rb = leak_run(&b, &win, &attr, &la, &opts)?;
+            let report = compare::compare(
+                &a.display().to_string(),
+                &ra.report,
+                &ra.end,
+                ra.backward,
+                &b.display().to_string(),
+                &rb.report,
+                &rb.end,
+                rb.backward,
+            );
+            if json {
+                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
+            } else {
+                write_stdout(&render::leaks::compare_text(&report, style))
             }
         }
         Command::Windows {
@@ -429,12 +526,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: la,
         } => {
             let (by, filters) = attr.options()?;
-            let spec =
-                WindowSpec::parse(&win.windows).map_err(|e| Usage(format!("--windows {e}")))?;
             let snap = load(&file, &la)?;
             let d = pick_device(&snap, win.device)?;
             let attributor = Attributor::new(&snap, by, &filters);
-            let w = leakscope::windows::windows(&snap, d, &spec, &attributor);
+            let w = windows_of(&snap, d, &win, &attributor)?;
             if json {
                 write_stdout(&(serde_json::to_string_pretty(&w)? + "\n"))
             } else {

@@ -73,6 +73,10 @@ pub struct Windows {
     pub reason: String,
     /// Event index where each window starts, increasing.
     pub starts: Vec<u32>,
+    /// Where each window ends (exclusive): the next start, or the end of a `--within`
+    /// phase. Empty means "the next start, or the end of the trace".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ends: Vec<u32>,
     /// Events in the trace (the last window ends there).
     pub events: u32,
     /// A name per window (the annotation name, the metadata value), when there is one.
@@ -92,18 +96,80 @@ impl Windows {
 
     /// Event range `[start, end)` of window `k`.
     pub fn range(&self, k: usize) -> (u32, u32) {
-        let end = self.starts.get(k + 1).copied().unwrap_or(self.events);
+        let end = match self.ends.get(k) {
+            Some(&e) => e,
+            None => self.starts.get(k + 1).copied().unwrap_or(self.events),
+        };
         (self.starts[k], end)
     }
 
-    /// The window holding event `i` (`None` before the first window).
+    /// The window holding event `i` (`None` outside every window).
     pub fn of_event(&self, i: u32) -> Option<usize> {
-        match self.starts.binary_search(&i) {
-            Ok(k) => Some(k),
-            Err(0) => None,
-            Err(k) => Some(k - 1),
+        let k = match self.starts.binary_search(&i) {
+            Ok(k) => k,
+            Err(0) => return None,
+            Err(k) => k - 1,
+        };
+        (i < self.range(k).1).then_some(k)
+    }
+
+    /// Keeps the windows that start inside one of `spans` (`[start, end)` event ranges),
+    /// each cut at the end of its span: `--within` a phase of every step.
+    pub fn restrict(&self, spans: &[(u32, u32)], what: &str) -> Windows {
+        let mut w = Windows {
+            starts: Vec::new(),
+            ends: Vec::new(),
+            names: Vec::new(),
+            reason: format!("{}; within {what}", self.reason),
+            ..self.clone()
+        };
+        for k in 0..self.len() {
+            let (s, e) = self.range(k);
+            if let Some(&(_, se)) = spans.iter().find(|(a, b)| *a <= s && s < *b) {
+                w.starts.push(s);
+                w.ends.push(e.min(se));
+                w.names.push(self.names.get(k).cloned().unwrap_or_default());
+            }
+        }
+        w
+    }
+}
+
+/// Event spans `[START, END)` of the annotations matching `re` on `device` (a START with
+/// no END runs to the end of the trace).
+pub fn annotation_spans(snap: &Snapshot, device: i64, re: &Regex) -> Vec<(u32, u32)> {
+    let trace = snap.trace(device);
+    let timed: Vec<(i64, u32)> = (0..trace.len())
+        .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
+        .map(|i| (trace.time_us[i], i as u32))
+        .collect();
+    let at = |t: i64| {
+        let k = timed.partition_point(|&(ti, _)| ti < t);
+        timed.get(k).map_or(trace.len() as u32, |&(_, e)| e)
+    };
+    let mut open: Vec<(String, u32)> = Vec::new();
+    let mut spans = Vec::new();
+    for a in snap.external_annotations.iter().flatten() {
+        let (Some(name), Some(t)) = (a.name.as_deref(), a.time_us) else {
+            continue;
+        };
+        if a.device.is_some_and(|d| d != device) || !re.is_match(name) {
+            continue;
+        }
+        match a.stage.as_deref() {
+            Some("START") => open.push((name.to_string(), at(t))),
+            Some("END") => {
+                if let Some(i) = open.iter().rposition(|(n, _)| n == name) {
+                    let (_, s) = open.remove(i);
+                    spans.push((s, at(t)));
+                }
+            }
+            _ => {}
         }
     }
+    spans.extend(open.into_iter().map(|(_, s)| (s, trace.len() as u32)));
+    spans.sort_unstable();
+    spans
 }
 
 /// Strips digits so `micro_batch12` and `micro_batch3` fall in one family.
@@ -178,6 +244,7 @@ fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> 
         detail,
         reason,
         starts: ws.iter().map(|w| w.0).collect(),
+        ends: Vec::new(),
         names: ws.into_iter().map(|w| w.1).collect(),
         events: trace.len() as u32,
     })
@@ -206,6 +273,7 @@ fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
         detail: "user_metadata".into(),
         reason: format!("user_metadata changes {} times", starts.len()),
         starts,
+        ends: Vec::new(),
         names,
         events: trace.len() as u32,
     })
@@ -266,6 +334,7 @@ fn frame_windows(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) ->
         reason: format!("entries into a function matching {}", re.as_str()),
         names: vec![String::new(); starts.len()],
         starts,
+        ends: Vec::new(),
         events: snap.trace(device).len() as u32,
     })
 }
@@ -294,6 +363,7 @@ fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Win
         ),
         names: vec![String::new(); starts.len()],
         starts,
+        ends: Vec::new(),
         events: snap.trace(device).len() as u32,
     })
 }
@@ -311,7 +381,8 @@ pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributo
             detail: n.to_string(),
             reason: format!("every {n} events"),
             starts: (0..events).step_by(*n as usize).collect(),
-            names: Vec::new(),
+            ends: Vec::new(),
+            names: vec![String::new(); events.div_ceil(*n) as usize],
             events,
         }),
         WindowSpec::Auto => annotation_windows(snap, device, None)
@@ -323,6 +394,7 @@ pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributo
         detail: String::new(),
         reason: "nothing to cut the trace by (no matching annotations, metadata or repeating function): the whole trace is one window".into(),
         starts: vec![0],
+        ends: Vec::new(),
         names: vec![String::new()],
         events,
     })

@@ -1,6 +1,7 @@
 //! Analyses over the loaded model. Each produces a serializable report whose JSON form
 //! carries a versioned `schema` name.
 
+pub mod compare;
 pub mod leaks;
 pub mod summary;
 pub mod top;

@@ -142,3 +142,73 @@ pub fn windows_text(w: &Windows, style: Style) -> String {
     o.push_str(&t.render(style));
     o
 }
+
+/// Renders a comparison.
+pub fn compare_text(r: &crate::analysis::compare::CompareReport, style: Style) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "A: {} ({} windows from {})",
+        r.a.file, r.a.windows.count, r.a.windows.source
+    );
+    let _ = writeln!(
+        o,
+        "B: {} ({} windows from {})",
+        r.b.file, r.b.windows.count, r.b.windows.source
+    );
+    o.push('\n');
+    let _ = writeln!(o, "{}", style.bold("growth per window"));
+    let mut t = Table::new(&[
+        ("A per window", Align::Right),
+        ("A kind", Align::Left),
+        ("B per window", Align::Right),
+        ("B kind", Align::Left),
+        ("B - A", Align::Right),
+        ("site", Align::Left),
+    ]);
+    for s in r.sites.iter().take(20) {
+        let signed = |d: i64| {
+            if d < 0 {
+                format!("-{}", bytes(d.unsigned_abs()))
+            } else {
+                format!("+{}", bytes(d as u64))
+            }
+        };
+        t.row([
+            bytes(s.a.bytes_per_window),
+            s.a.kind.unwrap_or("-").to_string(),
+            bytes(s.b.bytes_per_window),
+            s.b.kind.unwrap_or("-").to_string(),
+            signed(s.difference),
+            s.key.clone(),
+        ]);
+    }
+    o.push_str(&t.render(style));
+    o.push('\n');
+    let _ = writeln!(o, "{}", style.bold("live at the end, largest differences"));
+    let mut t = Table::new(&[
+        ("A", Align::Right),
+        ("B", Align::Right),
+        ("B - A", Align::Right),
+        ("site", Align::Left),
+    ]);
+    for e in r.end_state.iter().take(10) {
+        let d = if e.difference < 0 {
+            format!("-{}", bytes(e.difference.unsigned_abs()))
+        } else {
+            format!("+{}", bytes(e.difference as u64))
+        };
+        t.row([bytes(e.a_bytes), bytes(e.b_bytes), d, e.key.clone()]);
+    }
+    o.push_str(&t.render(style));
+    let _ = writeln!(
+        o,
+        "\nbackward pass allocations: A {}, B {}",
+        bytes(r.a.backward_bytes),
+        bytes(r.b.backward_bytes)
+    );
+    for w in &r.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    o
+}
