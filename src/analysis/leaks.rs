@@ -335,7 +335,7 @@ pub fn leaks(
                 .collect(),
         };
         if kind == "leak" || kind == "retained" {
-            suspects.push((g, grew, lifes));
+            suspects.push((g, grew, lifes, k as u32));
         } else {
             others.push(g);
         }
@@ -351,11 +351,14 @@ pub fn leaks(
             .then(a.key.cmp(&b.key))
     });
 
-    // Retained groups: same growing windows and same release windows.
+    // Retained groups: sites of the same kind whose survivors are released in the same
+    // windows (or never), i.e. freed together. Growth windows may differ by one or two at
+    // the edges of a schedule, so they do not split a group.
     let mut groups: Vec<Group> = Vec::new();
-    let mut sigs: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
-    let mut firsts: Vec<u32> = Vec::new();
-    for (g, grew, lifes) in suspects.iter_mut() {
+    let mut sigs: Vec<(&'static str, Vec<usize>)> = Vec::new();
+    // Per group, per member: the first survivor birth in each window.
+    let mut births: Vec<Vec<(String, u32)>> = Vec::new();
+    for (g, _, lifes, kid) in suspects.iter_mut() {
         let mut rel: Vec<usize> = lifes
             .iter()
             .filter_map(|&i| replay.lifetimes[i].freed)
@@ -363,20 +366,12 @@ pub fn leaks(
             .collect();
         rel.sort_unstable();
         rel.dedup();
-        let sig = (grew.clone(), rel);
-        let first_birth = lifes
-            .iter()
-            .filter_map(|&i| match replay.lifetimes[i].origin {
-                Origin::Traced(b) => Some(b),
-                _ => None,
-            })
-            .min()
-            .unwrap_or(u32::MAX);
+        let sig = (g.kind, rel);
         let gi = match sigs.iter().position(|s| *s == sig) {
             Some(i) => i,
             None => {
                 sigs.push(sig);
-                firsts.push(u32::MAX);
+                births.push(Vec::new());
                 groups.push(Group {
                     id: groups.len() as u64,
                     root: String::new(),
@@ -389,9 +384,35 @@ pub fn leaks(
         g.group = Some(gi as u64);
         groups[gi].members.push(g.key.clone());
         groups[gi].bytes_per_window += g.bytes_per_window;
-        if first_birth < firsts[gi] {
-            firsts[gi] = first_birth;
-            groups[gi].root = g.key.clone();
+        births[gi].push((g.key.clone(), *kid));
+    }
+    // The likely root: the member whose kept memory was allocated first (what is kept is
+    // allocated before what it keeps alive). Allocations kept across a boundary count
+    // even when born before the first window (a pipeline receives its first input then).
+    let mut first_kept: crate::model::fxhash::FastMap<u32, u32> = Default::default();
+    if !groups.is_empty() {
+        for l in &replay.lifetimes {
+            let Origin::Traced(b) = l.origin else {
+                continue;
+            };
+            let crossed = l
+                .freed
+                .is_none_or(|f| windows.of_event(f) != windows.of_event(b));
+            if crossed && let Some(k) = attr.key(l.stack) {
+                let e = first_kept.entry(k).or_insert(b);
+                *e = (*e).min(b);
+            }
+        }
+    }
+    for (gi, members) in births.iter().enumerate() {
+        let root = members.iter().min_by_key(|(key, kid)| {
+            (
+                first_kept.get(kid).copied().unwrap_or(u32::MAX),
+                key.clone(),
+            )
+        });
+        if let Some((key, _)) = root {
+            groups[gi].root = key.clone();
         }
     }
     LeakReport {
