@@ -206,6 +206,15 @@ fn window_sources() {
     );
     assert_eq!(fw.len(), 24, "an entry into forward_step per micro-batch");
     let none = windows::windows(&snap, 0, &WindowSpec::parse("annotation").unwrap(), &attr);
+    assert_eq!(none.len(), 1);
+
+    // user_metadata in fixtures/gen/tiny_encodings.py: "mb0" from event 2, "mb1" from 6.
+    let tiny = load(&fixture("encodings/tiny_protocol4.pickle"));
+    let attr = Attributor::new(&tiny, GroupBy::Site, &FilterOptions::default());
+    let md = windows::windows(&tiny, 0, &WindowSpec::Metadata, &attr);
+    assert_eq!(md.source, "metadata");
+    assert_eq!(md.starts, vec![2, 6]);
+    assert_eq!(md.names, vec!["mb0".to_string(), "mb1".to_string()]);
     assert_eq!(
         none.source, "whole-trace",
         "no annotations: one window, said so"
