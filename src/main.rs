@@ -432,6 +432,19 @@ fn load_inner(path: &Path, args: &LoadArgs) -> anyhow::Result<Snapshot> {
     result.map_err(|e| BadInput(e).into())
 }
 
+/// Prints `report` as pretty JSON, or the text `render` makes of it.
+fn emit<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    render: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        write_stdout(&(serde_json::to_string_pretty(report)? + "\n"))
+    } else {
+        write_stdout(&render(report))
+    }
+}
+
 fn write_stdout(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -451,11 +464,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let snap = load(&file, &la)?;
             let s = summary::summarize(&snap, &file.display().to_string());
-            if json {
-                write_stdout(&(serde_json::to_string_pretty(&s)? + "\n"))
-            } else {
-                write_stdout(&render::summary::text(&s, style))
-            }
+            emit(json, &s, |r| render::summary::text(r, style))
         }
         Command::Top {
             file,
@@ -468,11 +477,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let live = live_at(&file, &point, &attr, &la)?;
             let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
             let report = top::top(&live.replay, live.point, &mut attributor, limit);
-            if json {
-                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
-            } else {
-                write_stdout(&render::top::text(&report, style))
-            }
+            emit(json, &report, |r| render::top::text(r, style))
         }
         Command::Leaks {
             file,
@@ -485,11 +490,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let opts = leaks::LeakOptions { warmup, min_bytes };
             let report = leak_run(&file, &win, &attr, &la, &opts)?.report;
-            if json {
-                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
-            } else {
-                write_stdout(&render::leaks::text(&report, style))
-            }
+            emit(json, &report, |r| render::leaks::text(r, style))
         }
         Command::Compare {
             a,
@@ -512,11 +513,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &rb.end,
                 rb.backward,
             );
-            if json {
-                write_stdout(&(serde_json::to_string_pretty(&report)? + "\n"))
-            } else {
-                write_stdout(&render::leaks::compare_text(&report, style))
-            }
+            emit(json, &report, |r| render::leaks::compare_text(r, style))
         }
         Command::Windows {
             file,
@@ -530,11 +527,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let d = pick_device(&snap, win.device)?;
             let attributor = Attributor::new(&snap, by, &filters);
             let w = windows_of(&snap, d, &win, &attributor)?;
-            if json {
-                write_stdout(&(serde_json::to_string_pretty(&w)? + "\n"))
-            } else {
-                write_stdout(&render::leaks::windows_text(&w, style))
-            }
+            emit(json, &w, |r| render::leaks::windows_text(r, style))
         }
         Command::Tree {
             file,

@@ -750,18 +750,8 @@ impl<'a> Machine<'a> {
         self.frame_scratch.clear();
         loop {
             let idx = match *data.get(p)? {
-                b'h' => {
-                    let i = *data.get(p + 1)? as usize;
-                    p += 2;
-                    i
-                }
-                b'j' => {
-                    let b = data.get(p + 1..p + 5)?;
-                    p += 5;
-                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-                }
                 b'e' if !self.frame_scratch.is_empty() => break,
-                _ => return None,
+                _ => memo_ref(data, &mut p)?,
             };
             match self.heap.memo.get(idx)? {
                 Value::Frame(f) => self.frame_scratch.push(*f),
@@ -787,23 +777,11 @@ impl<'a> Machine<'a> {
         self.event = PendingEvent::default();
         let mut seen_user_metadata = false;
         let ok = loop {
-            let key = match data.get(p) {
-                Some(b'u') => break self.event.action.is_some(),
-                Some(b'h') => match data.get(p + 1) {
-                    Some(&i) => {
-                        p += 2;
-                        i as usize
-                    }
-                    None => break false,
-                },
-                Some(b'j') => match data.get(p + 1..p + 5) {
-                    Some(b) => {
-                        p += 5;
-                        u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
-                    }
-                    None => break false,
-                },
-                _ => break false,
+            if data.get(p) == Some(&b'u') {
+                break self.event.action.is_some();
+            }
+            let Some(key) = memo_ref(data, &mut p) else {
+                break false;
             };
             let Some(&k) = self.heap.memo.get(key).filter(|k| k.is_str()) else {
                 break false;
@@ -898,20 +876,7 @@ impl<'a> Machine<'a> {
     fn fast_str(&mut self, p: &mut usize) -> Option<Value> {
         let data = self.data;
         let v = match *data.get(*p)? {
-            b'h' => {
-                let v = *self.heap.memo.get(*data.get(*p + 1)? as usize)?;
-                *p += 2;
-                v
-            }
-            b'j' => {
-                let b = data.get(*p + 1..*p + 5)?;
-                let v = *self
-                    .heap
-                    .memo
-                    .get(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)?;
-                *p += 5;
-                v
-            }
+            b'h' | b'j' => *self.heap.memo.get(memo_ref(data, p)?)?,
             0x8c => {
                 let n = *data.get(*p + 1)? as usize;
                 let v = self.span(*p + 2, n)?;
@@ -937,20 +902,7 @@ impl<'a> Machine<'a> {
     ) -> Option<crate::model::StackId> {
         let data = self.data;
         let list = match *data.get(*p)? {
-            b'h' => {
-                let v = *self.heap.memo.get(*data.get(*p + 1)? as usize)?;
-                *p += 2;
-                v
-            }
-            b'j' => {
-                let b = data.get(*p + 1..*p + 5)?;
-                let v = *self
-                    .heap
-                    .memo
-                    .get(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)?;
-                *p += 5;
-                v
-            }
+            b'h' | b'j' => *self.heap.memo.get(memo_ref(data, p)?)?,
             b']' if data.get(*p + 1) == Some(&0x94) => {
                 if data.get(*p + 2) == Some(&b'(') {
                     let (end, id) = self.frames_list(*p + 3, absorb)?;
@@ -1310,6 +1262,24 @@ impl<'a> Machine<'a> {
             }
         }
         Ok(None)
+    }
+}
+
+/// The memo index of a `BINGET`/`LONG_BINGET` at `*p`, moving past it.
+#[inline]
+fn memo_ref(data: &[u8], p: &mut usize) -> Option<usize> {
+    match *data.get(*p)? {
+        b'h' => {
+            let i = *data.get(*p + 1)? as usize;
+            *p += 2;
+            Some(i)
+        }
+        b'j' => {
+            let b = data.get(*p + 1..*p + 5)?;
+            *p += 5;
+            Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        }
+        _ => None,
     }
 }
 
