@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
 use leakscope::analysis::{self, summary};
-use leakscope::analysis::{compare, leaks, tree};
+use leakscope::analysis::{compare, leaks, oom, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::windows::WindowSpec;
@@ -81,6 +81,20 @@ enum Command {
         #[command(flatten)]
         win: WindowArgs,
         /// Print JSON (schema leakscope.compare/1)
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// Why an allocation failed: the request, free memory and its fragmentation, holders, growth, advice
+    Oom {
+        /// Snapshot file (an OOM dump, or a snapshot taken at the failure)
+        file: PathBuf,
+        #[command(flatten)]
+        win: WindowArgs,
+        /// Print JSON (schema leakscope.oom/1)
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -514,6 +528,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rb.backward,
             );
             emit(json, &report, |r| render::leaks::compare_text(r, style))
+        }
+        Command::Oom {
+            file,
+            win,
+            json,
+            attr,
+            load: la,
+        } => {
+            let (by, filters) = attr.options()?;
+            let snap = load(&file, &la)?;
+            let d = match win.device {
+                Some(_) => pick_device(&snap, win.device)?,
+                None => oom::oom_device(&snap),
+            };
+            let dev = snap
+                .devices()
+                .into_iter()
+                .find(|v| v.device == d)
+                .expect("the device exists");
+            let rep = leakscope::replay::replay(&dev);
+            let mut attributor = Attributor::new(&snap, by, &filters);
+            let w = windows_of(&snap, d, &win, &attributor)?;
+            let before = oom::windows_before(&w, &rep);
+            let lr = leaks::leaks(
+                &rep,
+                &before,
+                &mut attributor,
+                &leaks::LeakOptions::default(),
+            );
+            let report = oom::explain(&snap, &dev, &rep, &mut attributor, &lr);
+            emit(json, &report, |r| render::oom::text(r, style))
         }
         Command::Windows {
             file,

@@ -71,6 +71,9 @@ pub struct Windows {
     pub detail: String,
     /// Why this source was chosen (for `auto`) or how it was read.
     pub reason: String,
+    /// The windows are `auto`'s guess from a repeating function (no annotations or
+    /// metadata said what a step is): they may be layers rather than micro-batches.
+    pub guessed: bool,
     /// Event index where each window starts, increasing.
     pub starts: Vec<u32>,
     /// Where each window ends (exclusive): the next start, or the end of a `--within`
@@ -240,6 +243,7 @@ fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> 
         None => ws.first().map(|(_, n)| family(n)).unwrap_or_default(),
     };
     Some(Windows {
+        guessed: false,
         source: "annotation".into(),
         detail,
         reason,
@@ -269,6 +273,7 @@ fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
         }
     }
     (starts.len() >= 2).then(|| Windows {
+        guessed: false,
         source: "metadata".into(),
         detail: "user_metadata".into(),
         reason: format!("user_metadata changes {} times", starts.len()),
@@ -329,6 +334,7 @@ fn frame_windows(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) ->
     starts.sort_unstable();
     starts.dedup();
     (!starts.is_empty()).then(|| Windows {
+        guessed: false,
         source: "frame".into(),
         detail: re.as_str().to_string(),
         reason: format!("entries into a function matching {}", re.as_str()),
@@ -356,6 +362,7 @@ fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Win
     let (name, starts) = cands.into_iter().next()?;
     Some(Windows {
         source: "frame".into(),
+        guessed: true,
         detail: format!("^{}$", regex::escape(&name)),
         reason: format!(
             "no repeating annotations or user_metadata; `{name}` is the function entered least often but at least 4 times ({} entries)",
@@ -377,6 +384,7 @@ pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributo
         WindowSpec::Metadata => metadata_windows(snap, device),
         WindowSpec::Frame(re) => frame_windows(snap, device, attr, re),
         WindowSpec::Every(n) => Some(Windows {
+            guessed: false,
             source: "every".into(),
             detail: n.to_string(),
             reason: format!("every {n} events"),
@@ -390,6 +398,7 @@ pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributo
             .or_else(|| period_windows(snap, device, attr)),
     };
     found.filter(|w| !w.is_empty()).unwrap_or_else(|| Windows {
+        guessed: false,
         source: "whole-trace".into(),
         detail: String::new(),
         reason: "nothing to cut the trace by (no matching annotations, metadata or repeating function): the whole trace is one window".into(),

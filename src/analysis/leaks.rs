@@ -95,6 +95,8 @@ pub struct WindowInfo {
     pub detail: String,
     /// Why.
     pub reason: String,
+    /// Guessed from a repeating function (they may be layers, not steps).
+    pub guessed: bool,
     /// How many.
     pub count: u64,
 }
@@ -423,6 +425,7 @@ pub fn leaks(
             source: windows.source.clone(),
             detail: windows.detail.clone(),
             reason: windows.reason.clone(),
+            guessed: windows.guessed,
             count: n as u64,
         },
         trace: TraceFacts {

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod leaks;
+pub mod oom;
 pub mod summary;
 pub mod top;
 pub mod tree;

@@ -2,6 +2,7 @@
 
 pub mod flamegraph;
 pub mod leaks;
+pub mod oom;
 pub mod summary;
 mod table;
 pub mod top;

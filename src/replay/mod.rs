@@ -3,5 +3,7 @@
 //! frees whose allocation fell out of the ring buffer).
 
 mod lifetimes;
+mod state;
 
 pub use lifetimes::{Lifetime, Mismatch, Origin, Replay, replay, replay_counts};
+pub use state::{AllocatorState, StateBlock, StateSegment};

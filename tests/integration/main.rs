@@ -7,5 +7,6 @@ mod corpus;
 mod encodings;
 mod graphs;
 mod leaks;
+mod oom;
 mod robustness;
 mod scenarios;

@@ -1,0 +1,116 @@
+//! Terminal rendering of [`OomReport`].
+
+use std::fmt::Write;
+
+use super::{Align, Style, Table, bytes, count};
+use crate::analysis::oom::OomReport;
+
+/// Renders the report.
+pub fn text(r: &OomReport, style: Style) -> String {
+    let mut o = String::new();
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".into(), bytes);
+    if r.oom.found {
+        let _ = writeln!(
+            o,
+            "{}",
+            style.bold(&format!(
+                "device {}: out of memory at event {} asking for {} ({} pool); the driver had {} free",
+                r.device,
+                r.oom.event_index.unwrap_or(0),
+                opt(r.oom.requested_bytes),
+                r.oom.pool.unwrap_or("-"),
+                opt(r.oom.device_free_bytes)
+            ))
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "{}",
+            style.bold(&format!(
+                "device {}: no oom event in the trace; the state at the end of the file",
+                r.device
+            ))
+        );
+    }
+    o.push('\n');
+    let mut t = Table::new(&[("", Align::Left), ("bytes", Align::Right)]);
+    t.row(["reserved (segments)".to_string(), bytes(r.reserved_bytes)]);
+    t.row([
+        "allocated (blocks held)".to_string(),
+        bytes(r.allocated_bytes),
+    ]);
+    t.row([
+        "requested by the program".to_string(),
+        bytes(r.requested_live_bytes),
+    ]);
+    t.row(["cached free".to_string(), bytes(r.cached_free_bytes)]);
+    if r.oom.found {
+        t.row([
+            format!("cached free in the {} pool", r.oom.pool.unwrap_or("-")),
+            bytes(r.cached_free_in_pool_bytes),
+        ]);
+    }
+    t.row([
+        "largest free block".to_string(),
+        bytes(r.largest_free_block_bytes),
+    ]);
+    t.row([
+        "  small pool".to_string(),
+        bytes(r.largest_free_block_by_pool.small),
+    ]);
+    t.row([
+        "  large pool".to_string(),
+        bytes(r.largest_free_block_by_pool.large),
+    ]);
+    o.push_str(&t.render(style));
+    let _ = writeln!(
+        o,
+        "fragmentation {:.1}% (1 - largest free block / cached free){}",
+        r.fragmentation * 100.0,
+        match r.would_fit_if_contiguous {
+            Some(true) => "; the request would have fit were the cached free memory contiguous",
+            Some(false) => "; the request would not have fit even if contiguous",
+            None => "",
+        }
+    );
+    if r.reconstruction_unresolved > 0 {
+        let _ = writeln!(
+            o,
+            "({} events after the failure could not be undone: numbers are approximate)",
+            count(r.reconstruction_unresolved)
+        );
+    }
+    if !r.top_holders.is_empty() {
+        o.push('\n');
+        let _ = writeln!(o, "{}", style.bold("held at the failure"));
+        let mut t = Table::new(&[
+            ("bytes", Align::Right),
+            ("blocks", Align::Right),
+            ("site", Align::Left),
+        ]);
+        for h in &r.top_holders {
+            t.row([bytes(h.bytes), count(h.blocks), h.site.clone()]);
+        }
+        o.push_str(&t.render(style));
+    }
+    if !r.grew_before.is_empty() {
+        o.push('\n');
+        let _ = writeln!(o, "{}", style.bold("grew per window before it"));
+        for g in &r.grew_before {
+            let _ = writeln!(
+                o,
+                "  {} per window in {} windows: {}",
+                bytes(g.bytes),
+                g.blocks,
+                g.site
+            );
+        }
+    }
+    if !r.advice.is_empty() {
+        o.push('\n');
+        for a in &r.advice {
+            let _ = writeln!(o, "advice: {a}");
+        }
+    }
+    o
+}

@@ -1,0 +1,118 @@
+//! `leakscope oom` against the fragmentation scenario's ground truth and the real OOM dump
+//! (numbers from CPython: tests/expected/oom_reference.py).
+
+use std::process::Command;
+
+use crate::common::*;
+
+fn oom_json(path: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(["oom", path.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn fragmentation_oom_matches_ground_truth() {
+    let truth = read_json(&fixture("scenarios/fragmentation_oom.truth.json"));
+    let t = &truth["oom"];
+    let v = oom_json(&fixture("scenarios/fragmentation_oom.pickle"));
+    assert_eq!(v["schema"], "leakscope.oom/1");
+    assert_eq!(v["oom"]["found"], true);
+    assert_eq!(v["oom"]["event_index"], t["event_index"]);
+    assert_eq!(v["oom"]["requested_bytes"], t["requested_bytes"]);
+    assert_eq!(v["oom"]["device_free_bytes"], t["device_free_bytes"]);
+    for (ours, theirs) in [
+        ("reserved_bytes", "reserved_bytes"),
+        ("allocated_bytes", "allocated_bytes"),
+        ("requested_live_bytes", "requested_bytes_live"),
+        ("cached_free_bytes", "cached_free_bytes"),
+        ("cached_free_in_pool_bytes", "cached_free_bytes_in_pool"),
+        ("largest_free_block_bytes", "largest_free_block_bytes"),
+        ("would_fit_if_contiguous", "would_fit_if_contiguous"),
+    ] {
+        assert_eq!(v[ours], t[theirs], "{ours}");
+    }
+    assert_eq!(
+        v["largest_free_block_by_pool"]["small"],
+        t["largest_free_block_by_pool"]["small"]
+    );
+    assert_eq!(
+        v["largest_free_block_by_pool"]["large"],
+        t["largest_free_block_by_pool"]["large"]
+    );
+    // 1 - largest / cached free, by hand from the truth's numbers.
+    let frag = 1.0
+        - t["largest_free_block_bytes"].as_f64().unwrap()
+            / t["cached_free_bytes"].as_f64().unwrap();
+    assert!((v["fragmentation"].as_f64().unwrap() - frag).abs() < 1e-9);
+    let advice = v["advice"].as_array().unwrap();
+    assert!(
+        advice
+            .iter()
+            .any(|a| a.as_str().unwrap().starts_with("fragmentation")
+                && a.as_str().unwrap().contains("expandable_segments:True")),
+        "{advice:?}"
+    );
+    // The holders at the failure are top --at oom's rows (checked against the truth in
+    // attribution.rs); their sum is the live bytes.
+    let held: u64 = v["top_holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(held, t["requested_bytes_live"].as_u64().unwrap());
+}
+
+#[test]
+fn real_oom_dump_is_explained() {
+    let Some(corpus) = corpus("real_oom_dump_is_explained") else {
+        return;
+    };
+    let v = oom_json(&corpus.join(
+        "cuda/era22_time_us__oom_event__pickle_named_json__Nesta-gitU_discrete_diffusion.json",
+    ));
+    let r = read_json(&root().join("tests/expected/oom_reference.json"));
+    assert_eq!(v["oom"]["event_index"], r["event_index"]);
+    assert_eq!(v["oom"]["requested_bytes"], r["requested_bytes"]);
+    assert_eq!(v["oom"]["device_free_bytes"], r["device_free_bytes"]);
+    assert_eq!(v["reserved_bytes"], r["reserved_bytes"]);
+    assert_eq!(v["requested_live_bytes"], r["requested_live_bytes"]);
+    assert_eq!(v["reconstruction_unresolved"], 0);
+    let reserved = v["reserved_bytes"].as_u64().unwrap();
+    assert_eq!(
+        v["cached_free_bytes"].as_u64().unwrap() + v["allocated_bytes"].as_u64().unwrap(),
+        reserved
+    );
+    // 384 MiB asked, 252 MiB free in the driver, a few MiB cached: the device was full.
+    assert_eq!(v["would_fit_if_contiguous"], false);
+    let advice = v["advice"].as_array().unwrap();
+    assert!(
+        advice
+            .iter()
+            .any(|a| a.as_str().unwrap().starts_with("the device was full")),
+        "{advice:?}"
+    );
+    assert!(
+        !advice
+            .iter()
+            .any(|a| a.as_str().unwrap().starts_with("fragmentation")),
+        "{advice:?}"
+    );
+}
+
+#[test]
+fn a_file_without_oom_explains_its_end_state() {
+    let v = oom_json(&fixture("scenarios/npu_shaped.pickle"));
+    assert_eq!(v["oom"]["found"], false);
+    let s = summary_json(&load(&fixture("scenarios/npu_shaped.pickle")), "");
+    assert_eq!(v["reserved_bytes"], s["devices"][0]["reserved_bytes"]);
+    assert_eq!(v["allocated_bytes"], s["devices"][0]["allocated_bytes"]);
+}
