@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
 use leakscope::analysis::{self, summary};
-use leakscope::analysis::{compare, leaks, oom, tree};
+use leakscope::analysis::{compare, leaks, oom, segments, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::windows::WindowSpec;
@@ -99,6 +99,18 @@ enum Command {
         json: bool,
         #[command(flatten)]
         attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
+    /// The segment map at a point: every segment, its blocks, free space inside and between them
+    Segments {
+        /// Snapshot file
+        file: PathBuf,
+        #[command(flatten)]
+        point: PointArgs,
+        /// Print JSON (schema leakscope.segments/1)
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         load: LoadArgs,
     },
@@ -559,6 +571,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             let report = oom::explain(&snap, &dev, &rep, &mut attributor, &lr);
             emit(json, &report, |r| render::oom::text(r, style))
+        }
+        Command::Segments {
+            file,
+            point,
+            json,
+            load: la,
+        } => {
+            let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
+            let snap = load(&file, &la)?;
+            let d = pick_device(&snap, point.device)?;
+            let dev = snap
+                .devices()
+                .into_iter()
+                .find(|v| v.device == d)
+                .expect("the device exists");
+            let rep = leakscope::replay::replay(&dev);
+            let p = top::resolve(&snap, &rep, at).map_err(Usage)?;
+            let state = match at {
+                At::End => leakscope::replay::AllocatorState::at_end(&dev),
+                _ => leakscope::replay::AllocatorState::after(&dev, p.event_index),
+            };
+            let report = segments::segments(d, p, &state);
+            emit(json, &report, |r| render::segments::text(r, style))
         }
         Command::Windows {
             file,

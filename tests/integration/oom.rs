@@ -116,3 +116,70 @@ fn a_file_without_oom_explains_its_end_state() {
     assert_eq!(v["reserved_bytes"], s["devices"][0]["reserved_bytes"]);
     assert_eq!(v["allocated_bytes"], s["devices"][0]["allocated_bytes"]);
 }
+
+fn segments_json(path: &std::path::Path, at: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(["segments", path.to_str().unwrap(), "--at", at, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The segment map at the end is the file's segments (summary's numbers, from CPython);
+/// at the OOM it is the state the truth describes.
+#[test]
+fn segment_map_at_end_and_at_the_oom() {
+    let expected = read_json(&root().join("tests/expected/encodings_summary.json"));
+    let e = &expected["encodings/tiny_protocol4.pickle"]["devices"][0];
+    let v = segments_json(&fixture("encodings/tiny_protocol4.pickle"), "end");
+    assert_eq!(v["schema"], "leakscope.segments/1");
+    let t = &v["totals"];
+    assert_eq!(t["segments"], e["segments"]);
+    assert_eq!(t["reserved_bytes"], e["reserved_bytes"]);
+    assert_eq!(
+        t["allocated_bytes"], e["active_bytes"],
+        "held = allocated + pending free"
+    );
+    assert_eq!(
+        t["allocated_bytes"].as_u64().unwrap(),
+        t["requested_bytes"].as_u64().unwrap() + t["internal_free_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(
+        t["reserved_bytes"].as_u64().unwrap(),
+        t["allocated_bytes"].as_u64().unwrap() + t["external_free_bytes"].as_u64().unwrap()
+    );
+
+    let truth = read_json(&fixture("scenarios/fragmentation_oom.truth.json"));
+    let o = &truth["oom"];
+    let v = segments_json(&fixture("scenarios/fragmentation_oom.pickle"), "oom");
+    assert_eq!(v["totals"]["reserved_bytes"], o["reserved_bytes"]);
+    assert_eq!(v["totals"]["allocated_bytes"], o["allocated_bytes"]);
+    assert_eq!(v["totals"]["external_free_bytes"], o["cached_free_bytes"]);
+    let largest = v["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["largest_free_block_bytes"].as_u64().unwrap())
+        .max();
+    assert_eq!(largest, o["largest_free_block_bytes"].as_u64());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args([
+            "segments",
+            fixture("scenarios/fragmentation_oom.pickle")
+                .to_str()
+                .unwrap(),
+            "--at",
+            "peak",
+        ])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("segments at peak"));
+}

@@ -1,0 +1,147 @@
+//! `leakscope segments`: the segment map at a point of the trace (what PyTorch's
+//! `_memory_viz stats` prints at the end only): every segment, what its blocks hold, free
+//! space inside blocks (rounding) and between them.
+
+use serde::Serialize;
+
+use super::top::Point;
+use crate::replay::AllocatorState;
+
+/// JSON schema name of [`SegmentsReport`].
+pub const SCHEMA: &str = "leakscope.segments/1";
+
+/// A block.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockRow {
+    /// Address.
+    pub address: u64,
+    /// Block size.
+    pub size: u64,
+    /// Requested bytes (0 when free).
+    pub requested: u64,
+    /// Held by the program.
+    pub active: bool,
+}
+
+/// A segment.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentRow {
+    /// Base address.
+    pub address: u64,
+    /// Reserved bytes.
+    pub total_size: u64,
+    /// `small` or `large`.
+    pub pool: String,
+    /// Stream.
+    pub stream: i64,
+    /// Expandable segment.
+    pub expandable: bool,
+    /// Σ sizes of held blocks.
+    pub allocated_bytes: u64,
+    /// Σ requested bytes of held blocks.
+    pub requested_bytes: u64,
+    /// Free space inside held blocks (rounding): allocated minus requested.
+    pub internal_free_bytes: u64,
+    /// Free blocks.
+    pub external_free_bytes: u64,
+    /// The largest free block.
+    pub largest_free_block_bytes: u64,
+    /// Blocks in address order.
+    pub blocks: Vec<BlockRow>,
+}
+
+/// Totals.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct SegmentTotals {
+    /// Segments.
+    pub segments: u64,
+    /// Reserved bytes.
+    pub reserved_bytes: u64,
+    /// Allocated bytes.
+    pub allocated_bytes: u64,
+    /// Requested bytes.
+    pub requested_bytes: u64,
+    /// Internal free bytes.
+    pub internal_free_bytes: u64,
+    /// External free bytes.
+    pub external_free_bytes: u64,
+}
+
+/// The `segments` report (`leakscope.segments/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentsReport {
+    /// Schema name.
+    pub schema: &'static str,
+    /// Device.
+    pub device: i64,
+    /// The point.
+    pub at: Point,
+    /// Segments in address order.
+    pub segments: Vec<SegmentRow>,
+    /// Totals.
+    pub totals: SegmentTotals,
+    /// Events that could not be undone to reach the point.
+    pub reconstruction_unresolved: u64,
+}
+
+/// The segment map of `state`.
+pub fn segments(device: i64, at: Point, state: &AllocatorState) -> SegmentsReport {
+    let mut totals = SegmentTotals::default();
+    let rows: Vec<SegmentRow> = state
+        .segments
+        .iter()
+        .map(|s| {
+            let allocated: u64 = s.blocks.iter().filter(|b| b.active).map(|b| b.size).sum();
+            let requested: u64 = s
+                .blocks
+                .iter()
+                .filter(|b| b.active)
+                .map(|b| b.requested)
+                .sum();
+            let external: u64 = s.blocks.iter().filter(|b| !b.active).map(|b| b.size).sum();
+            let largest = s
+                .blocks
+                .iter()
+                .filter(|b| !b.active)
+                .map(|b| b.size)
+                .max()
+                .unwrap_or(0);
+            totals.segments += 1;
+            totals.reserved_bytes += s.total_size;
+            totals.allocated_bytes += allocated;
+            totals.requested_bytes += requested;
+            totals.internal_free_bytes += allocated.saturating_sub(requested);
+            totals.external_free_bytes += external;
+            SegmentRow {
+                address: s.address,
+                total_size: s.total_size,
+                pool: s.pool.clone(),
+                stream: s.stream,
+                expandable: s.expandable,
+                allocated_bytes: allocated,
+                requested_bytes: requested,
+                internal_free_bytes: allocated.saturating_sub(requested),
+                external_free_bytes: external,
+                largest_free_block_bytes: largest,
+                blocks: s
+                    .blocks
+                    .iter()
+                    .map(|b| BlockRow {
+                        address: b.address,
+                        size: b.size,
+                        requested: b.requested,
+                        active: b.active,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    SegmentsReport {
+        schema: SCHEMA,
+        device,
+        at,
+        segments: rows,
+        totals,
+        reconstruction_unresolved: state.unresolved,
+    }
+}

@@ -1,0 +1,96 @@
+//! Terminal rendering of [`SegmentsReport`]: one line per segment with a bar of its space.
+
+use std::fmt::Write;
+
+use super::{Align, Style, Table, bytes, count};
+use crate::analysis::segments::{SegmentRow, SegmentsReport};
+
+const BAR: u64 = 32;
+
+/// A bar of the segment: `#` held, `+` partly held, `.` free, per 1/32 of the segment.
+fn bar(s: &SegmentRow) -> String {
+    let cell = s.total_size.div_ceil(BAR).max(1);
+    (0..BAR)
+        .map(|i| {
+            let (lo, hi) = (
+                s.address + i * cell,
+                s.address + ((i + 1) * cell).min(s.total_size),
+            );
+            if lo >= hi {
+                return ' ';
+            }
+            let held: u64 = s
+                .blocks
+                .iter()
+                .filter(|b| b.active)
+                .map(|b| hi.min(b.address + b.size).saturating_sub(lo.max(b.address)))
+                .sum();
+            match held {
+                0 => '.',
+                h if h >= hi - lo => '#',
+                _ => '+',
+            }
+        })
+        .collect()
+}
+
+/// Renders the map and the totals.
+pub fn text(r: &SegmentsReport, style: Style) -> String {
+    let mut o = String::new();
+    let ev = r.at.event_index.map_or_else(
+        || "before the first event".into(),
+        |i| format!("after event {i}"),
+    );
+    let _ = writeln!(o, "device {}, segments at {} ({ev})", r.device, r.at.kind);
+    o.push('\n');
+    let mut t = Table::new(&[
+        ("address", Align::Left),
+        ("size", Align::Right),
+        ("pool", Align::Left),
+        ("stream", Align::Right),
+        ("map (# held, + partly, . free)", Align::Left),
+        ("held", Align::Right),
+        ("blocks", Align::Right),
+        ("free", Align::Right),
+        ("largest free", Align::Right),
+        ("in blocks", Align::Right),
+    ]);
+    for s in &r.segments {
+        t.row([
+            format!(
+                "0x{:x}{}",
+                s.address,
+                if s.expandable { " (exp)" } else { "" }
+            ),
+            bytes(s.total_size),
+            s.pool.clone(),
+            s.stream.to_string(),
+            bar(s),
+            bytes(s.allocated_bytes),
+            count(s.blocks.iter().filter(|b| b.active).count() as u64),
+            bytes(s.external_free_bytes),
+            bytes(s.largest_free_block_bytes),
+            bytes(s.internal_free_bytes),
+        ]);
+    }
+    o.push_str(&t.render(style));
+    let tt = &r.totals;
+    let _ = writeln!(
+        o,
+        "\n{} segments, {} reserved: {} held ({} requested, {} lost to rounding inside blocks), {} free between blocks",
+        count(tt.segments),
+        bytes(tt.reserved_bytes),
+        bytes(tt.allocated_bytes),
+        bytes(tt.requested_bytes),
+        bytes(tt.internal_free_bytes),
+        bytes(tt.external_free_bytes)
+    );
+    if r.reconstruction_unresolved > 0 {
+        let _ = writeln!(
+            o,
+            "({} events could not be undone to reach this point: the map is approximate)",
+            count(r.reconstruction_unresolved)
+        );
+    }
+    o
+}
