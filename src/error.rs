@@ -14,6 +14,10 @@ pub enum LoadErrorKind {
         "not a memory snapshot: the first bytes ({0}) are neither a pickle, JSON, gzip, zstd nor a leakscope cache"
     )]
     UnknownFormat(String),
+    /// Plain data, but not a memory snapshot (a dict with neither `segments` nor
+    /// `device_traces`, say).
+    #[error("not a memory snapshot: {0}")]
+    NotASnapshot(String),
     /// The data ends in the middle of something.
     #[error(
         "the data ends at byte {offset} while reading {what}; the file is truncated (was the dump interrupted, or the download incomplete?)"

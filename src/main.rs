@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
 use leakscope::analysis::{self, summary};
-use leakscope::analysis::{compare, leaks, oom, segments, tree};
+use leakscope::analysis::{compare, leaks, oom, ranks, segments, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::windows::WindowSpec;
@@ -113,6 +113,17 @@ enum Command {
         json: bool,
         #[command(flatten)]
         load: LoadArgs,
+    },
+    /// A whole run: every rank and step in a directory (verl, torch_npu layouts), outliers flagged
+    Ranks {
+        /// Directory holding per-rank (and per-step) snapshots
+        dir: PathBuf,
+        /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+        #[arg(long, default_value = "auto")]
+        windows: String,
+        /// Print JSON (schema leakscope.ranks/1)
+        #[arg(long)]
+        json: bool,
     },
     /// How the trace is cut into windows (micro-batches) for leaks, and why
     Windows {
@@ -594,6 +605,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let report = segments::segments(d, p, &state);
             emit(json, &report, |r| render::segments::text(r, style))
+        }
+        Command::Ranks { dir, windows, json } => {
+            let spec = WindowSpec::parse(&windows).map_err(|e| Usage(format!("--windows {e}")))?;
+            if !dir.is_dir() {
+                return Err(Usage(format!("{} is not a directory", dir.display())).into());
+            }
+            let report = ranks::ranks(&dir, &spec)
+                .with_context(|| format!("cannot read {}", dir.display()))?;
+            if report.ranks.is_empty() {
+                return Err(Usage(format!(
+                    "no snapshot files below {} (looked for .pickle, .pkl, .json, .msgpack, optionally .gz/.zst)",
+                    dir.display()
+                ))
+                .into());
+            }
+            emit(json, &report, |r| render::ranks::text(r, style))
         }
         Command::Windows {
             file,

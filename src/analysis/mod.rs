@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod leaks;
 pub mod oom;
+pub mod ranks;
 pub mod segments;
 pub mod summary;
 pub mod top;

@@ -1046,6 +1046,25 @@ impl Builder {
                 ));
             }
         }
+        if self.snap.layout == Layout::Dict
+            && !self
+                .snap
+                .top_keys
+                .iter()
+                .any(|k| k == "segments" || k == "device_traces")
+        {
+            let keys: Vec<&str> = self
+                .snap
+                .top_keys
+                .iter()
+                .take(5)
+                .map(String::as_str)
+                .collect();
+            return Err(LoadErrorKind::NotASnapshot(format!(
+                "the top-level dict has neither `segments` nor `device_traces` (its keys: {})",
+                keys.join(", ")
+            )));
+        }
         let unknown: Vec<_> = (Action::KNOWN.len()..self.snap.actions.len())
             .map(|i| self.snap.actions.name(Action(i as u8)).to_string())
             .collect();

@@ -3,6 +3,7 @@
 pub mod flamegraph;
 pub mod leaks;
 pub mod oom;
+pub mod ranks;
 pub mod segments;
 pub mod summary;
 mod table;

@@ -8,5 +8,6 @@ mod encodings;
 mod graphs;
 mod leaks;
 mod oom;
+mod ranks;
 mod robustness;
 mod scenarios;

@@ -1,0 +1,85 @@
+//! Terminal rendering of [`RanksReport`].
+
+use std::fmt::Write;
+
+use super::{Align, Style, Table, bytes, count};
+use crate::analysis::ranks::RanksReport;
+
+/// One line per rank and step, outliers marked; then the trend per rank.
+pub fn text(r: &RanksReport, style: Style) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: {} snapshots{}",
+        r.dir,
+        count(r.ranks.len() as u64),
+        if r.skipped_files > 0 {
+            format!(" ({} other files skipped)", count(r.skipped_files))
+        } else {
+            String::new()
+        }
+    );
+    o.push('\n');
+    let mut t = Table::new(&[
+        ("step", Align::Left),
+        ("rank", Align::Right),
+        ("peak", Align::Right),
+        ("held at end", Align::Right),
+        ("growth/window", Align::Right),
+        ("", Align::Left),
+        ("top suspect", Align::Left),
+    ]);
+    for x in &r.ranks {
+        let rank = x.rank.map_or_else(|| "-".into(), |v| v.to_string());
+        if let Some(e) = &x.error {
+            t.row([
+                x.step.clone(),
+                rank,
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "error".into(),
+                e.clone(),
+            ]);
+            continue;
+        }
+        t.row([
+            x.step.clone(),
+            rank,
+            bytes(x.peak_bytes),
+            bytes(x.end_allocated_bytes),
+            bytes(x.growth_bytes_per_window),
+            if x.outlier {
+                "OUTLIER".into()
+            } else {
+                String::new()
+            },
+            x.top_suspect.clone().unwrap_or_default(),
+        ]);
+    }
+    o.push_str(&t.render(style));
+    if !r.trends.is_empty() {
+        o.push('\n');
+        let _ = writeln!(
+            o,
+            "{}",
+            style.bold("held at the end of each step, per rank")
+        );
+        for tr in &r.trends {
+            let series: Vec<String> = tr.end_allocated_bytes.iter().map(|&b| bytes(b)).collect();
+            let change = if tr.change_bytes < 0 {
+                format!("-{}", bytes(tr.change_bytes.unsigned_abs()))
+            } else {
+                format!("+{}", bytes(tr.change_bytes as u64))
+            };
+            let _ = writeln!(
+                o,
+                "  rank {}: {} ({change} over steps {})",
+                tr.rank.map_or_else(|| "-".into(), |v| v.to_string()),
+                series.join(" -> "),
+                tr.steps.join(", ")
+            );
+        }
+    }
+    o
+}
