@@ -383,13 +383,16 @@ fn write_file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, data).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn replay_device(snap: &Snapshot, d: i64) -> leakscope::replay::Replay {
-    let dev = snap
-        .devices()
+/// The view of device `d`, which `pick_device` (or `oom_device`) returned.
+fn device_view(snap: &Snapshot, d: i64) -> leakscope::model::DeviceView<'_> {
+    snap.devices()
         .into_iter()
         .find(|v| v.device == d)
-        .expect("pick_device returns a device of the snapshot");
-    leakscope::replay::replay(&dev)
+        .expect("devices come from the snapshot's own list")
+}
+
+fn replay_device(snap: &Snapshot, d: i64) -> leakscope::replay::Replay {
+    leakscope::replay::replay(&device_view(snap, d))
 }
 
 #[derive(clap::Args)]
@@ -565,11 +568,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(_) => pick_device(&snap, win.device)?,
                 None => oom::oom_device(&snap),
             };
-            let dev = snap
-                .devices()
-                .into_iter()
-                .find(|v| v.device == d)
-                .expect("the device exists");
+            let dev = device_view(&snap, d);
             let rep = leakscope::replay::replay(&dev);
             let mut attributor = Attributor::new(&snap, by, &filters);
             let w = windows_of(&snap, d, &win, &attributor)?;
@@ -592,11 +591,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
             let snap = load(&file, &la)?;
             let d = pick_device(&snap, point.device)?;
-            let dev = snap
-                .devices()
-                .into_iter()
-                .find(|v| v.device == d)
-                .expect("the device exists");
+            let dev = device_view(&snap, d);
             let rep = leakscope::replay::replay(&dev);
             let p = top::resolve(&snap, &rep, at).map_err(Usage)?;
             let state = match at {

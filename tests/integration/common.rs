@@ -162,3 +162,18 @@ pub fn have_python() -> bool {
         .map(|s| s.success())
         .unwrap_or(false)
 }
+
+/// Runs the binary with `args` (plus `--json`), asserts success, parses stdout.
+pub fn leakscope_json(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}

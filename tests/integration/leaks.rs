@@ -273,23 +273,10 @@ fn corpus_leaks_reviewed() {
 }
 
 fn compare_json(a: &str, b: &str, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "compare".to_string(),
-        fixture(a).display().to_string(),
-        fixture(b).display().to_string(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let (a, b) = (fixture(a), fixture(b));
+    let mut args = vec!["compare", a.to_str().unwrap(), b.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    leakscope_json(&args)
 }
 
 /// Forward-only against training: only the training run keeps the receive buffer and its

@@ -6,16 +6,7 @@ use std::process::Command;
 use crate::common::*;
 
 fn oom_json(path: &std::path::Path) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(["oom", path.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    leakscope_json(&["oom", path.to_str().unwrap()])
 }
 
 #[test]
@@ -118,16 +109,7 @@ fn a_file_without_oom_explains_its_end_state() {
 }
 
 fn segments_json(path: &std::path::Path, at: &str) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(["segments", path.to_str().unwrap(), "--at", at, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    leakscope_json(&["segments", path.to_str().unwrap(), "--at", at])
 }
 
 /// The segment map at the end is the file's segments (summary's numbers, from CPython);

@@ -1,20 +1,9 @@
 //! `leakscope ranks` over verl-style directories.
 
-use std::process::Command;
-
 use crate::common::*;
 
 fn ranks_json(dir: &std::path::Path) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(["ranks", dir.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    leakscope_json(&["ranks", dir.to_str().unwrap()])
 }
 
 /// PP=4, two steps: only rank 3 (the last stage) grows, by the truth's 32 MiB per
