@@ -464,6 +464,7 @@ fn load_inner(path: &Path, args: &LoadArgs) -> anyhow::Result<Snapshot> {
     let opts = LoadOptions {
         max_decompressed_bytes: args.max_decompressed_bytes,
         progress: Some(&mut tick),
+        ..LoadOptions::default()
     };
     let result = leakscope::load_path(path, opts);
     if let Some(pb) = &bar {

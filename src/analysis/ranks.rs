@@ -182,7 +182,12 @@ fn analyse(f: &Found, spec: &WindowSpec) -> RankRow {
         outlier: false,
         error: None,
     };
-    let snap = match load_path(&f.file, LoadOptions::default()) {
+    // Files are loaded side by side, one per core: no helper threads per load.
+    let opts = LoadOptions {
+        threads: false,
+        ..LoadOptions::default()
+    };
+    let snap = match load_path(&f.file, opts) {
         Ok(s) => s,
         Err(e) => {
             row.error = Some(e.to_string());

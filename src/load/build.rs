@@ -78,10 +78,10 @@ pub(crate) struct Builder {
 }
 
 impl Builder {
-    pub fn new(input_len: usize) -> Self {
+    pub fn new(input_len: usize, threaded: bool) -> Self {
         Builder {
             snap: Snapshot::default(),
-            stacks: StackInterner::new(),
+            stacks: StackInterner::new(threaded),
             traces: Vec::new(),
             meta_index: FastMap::default(),
             last_meta: None,

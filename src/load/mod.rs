@@ -25,6 +25,9 @@ pub struct LoadOptions<'p> {
     pub max_decompressed_bytes: u64,
     /// Called with `(bytes done, bytes total)` while parsing large inputs.
     pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
+    /// Use helper threads (stack interning, mapping file pages ahead). Turn off when
+    /// loading several files at once, so each load keeps to one core.
+    pub threads: bool,
 }
 
 impl Default for LoadOptions<'_> {
@@ -32,6 +35,7 @@ impl Default for LoadOptions<'_> {
         LoadOptions {
             max_decompressed_bytes: 16 << 30,
             progress: None,
+            threads: true,
         }
     }
 }
@@ -101,6 +105,18 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Sequential);
+    if !opts.threads {
+        // One core only: give back pages already parsed from the parsing thread itself.
+        let mut released = 0usize;
+        let mut release = |done: usize| {
+            let upto = done.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
+            if upto > released {
+                release_pages(&map, released, upto);
+                released = upto;
+            }
+        };
+        return load_bytes_with(&map, opts, &mut release);
+    }
     let parsed = std::sync::atomic::AtomicUsize::new(0);
     let finished = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -122,6 +138,18 @@ const PAGER_AHEAD: usize = 48 << 20;
 const PAGER_BEHIND: usize = 1 << 20;
 const PAGE: usize = 4096;
 
+/// Gives back the pages of `map[from..upto]` (they stay in the page cache).
+fn release_pages(map: &memmap2::Mmap, from: usize, upto: usize) {
+    #[cfg(unix)]
+    // SAFETY: a read-only file map; dropping pages only means that a later read (a string
+    // borrowed earlier) faults them in again from the page cache.
+    unsafe {
+        let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, upto - from);
+    }
+    #[cfg(not(unix))]
+    let _ = (map, from, upto);
+}
+
 fn pager(
     map: &memmap2::Mmap,
     parsed: &std::sync::atomic::AtomicUsize,
@@ -130,7 +158,6 @@ fn pager(
     use std::sync::atomic::Ordering::Relaxed;
     let len = map.len();
     let mut touched = 0usize;
-    #[cfg(unix)]
     let mut released = 0usize;
     let mut sink = 0u8;
     while !finished.load(Relaxed) {
@@ -143,21 +170,10 @@ fn pager(
             sink ^= unsafe { std::ptr::read_volatile(map.as_ptr().add(touched)) };
             touched += PAGE;
         }
-        #[cfg(unix)]
-        {
-            let upto = at.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
-            if upto > released + (8 << 20) {
-                // SAFETY: a read-only file map; dropping pages only means that a later read
-                // (a string borrowed earlier) faults them in again from the page cache.
-                unsafe {
-                    let _ = map.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        released,
-                        upto - released,
-                    );
-                }
-                released = upto;
-            }
+        let upto = at.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
+        if upto > released + (8 << 20) {
+            release_pages(map, released, upto);
+            released = upto;
         }
         if !busy {
             std::thread::sleep(std::time::Duration::from_micros(300));
@@ -207,7 +223,7 @@ fn decode(
         Container::Cache => cache::decode(data)?,
         Container::Pickle => {
             let mut machine = pickle::Machine::new(data);
-            let mut builder = build::Builder::new(data.len());
+            let mut builder = build::Builder::new(data.len(), opts.threads);
             let mut progress = |done: usize| {
                 if let Some(p) = opts.progress.as_mut() {
                     p(done as u64, total);
@@ -236,7 +252,7 @@ fn decode(
         }
         Container::Json => {
             let mut heap = Default::default();
-            let mut builder = build::Builder::new(data.len());
+            let mut builder = build::Builder::new(data.len(), opts.threads);
             let top = json::decode(data, &mut heap, &mut builder)?;
             let mut snap = builder.finish(&mut heap, top)?;
             snap.format = SourceFormat {

@@ -21,6 +21,8 @@ enum Msg {
 
 /// The reader's side: issues tickets, batches frames lists for the worker.
 pub(crate) struct StackInterner {
+    /// Interning done inline, when no worker thread is wanted (many files loaded at once).
+    inline: Option<(StackTable, Vec<StackId>)>,
     tx: Option<SyncSender<Msg>>,
     /// Buffers the worker is done with, reused so that no batch touches fresh pages.
     spare: Receiver<Vec<u32>>,
@@ -62,7 +64,19 @@ fn work(rx: Receiver<Msg>, spare: SyncSender<Vec<u32>>) -> (StackTable, Vec<Stac
 }
 
 impl StackInterner {
-    pub fn new() -> Self {
+    /// An interner; with `threaded` false it interns on the caller's thread.
+    pub fn new(threaded: bool) -> Self {
+        if !threaded {
+            let (_, spare) = sync_channel(1);
+            return StackInterner {
+                inline: Some((StackTable::default(), vec![StackId::EMPTY])),
+                tx: None,
+                spare,
+                worker: None,
+                buf: Vec::new(),
+                next_ticket: 1,
+            };
+        }
         let (tx, rx) = sync_channel(IN_FLIGHT);
         let (spare_tx, spare_rx) = sync_channel(IN_FLIGHT + 2);
         let worker = std::thread::Builder::new()
@@ -70,6 +84,7 @@ impl StackInterner {
             .spawn(move || work(rx, spare_tx))
             .ok();
         StackInterner {
+            inline: None,
             tx: worker.as_ref().map(|_| tx),
             spare: spare_rx,
             worker,
@@ -101,6 +116,10 @@ impl StackInterner {
         if frames.is_empty() {
             return StackId::EMPTY;
         }
+        if let Some((table, ids)) = &mut self.inline {
+            ids.push(table.intern(frames));
+            return StackId((ids.len() - 1) as u32);
+        }
         let t = self.next_ticket;
         self.next_ticket += 1;
         // Send the batch before it would outgrow its buffer: a reallocation would copy it.
@@ -117,6 +136,12 @@ impl StackInterner {
         if ticket == StackId::EMPTY {
             return Vec::new();
         }
+        if let Some((table, ids)) = &self.inline {
+            return ids
+                .get(ticket.index())
+                .map(|&s| table.get(s).to_vec())
+                .unwrap_or_default();
+        }
         self.flush();
         let (reply_tx, reply_rx) = sync_channel(1);
         self.send(Msg::Query(ticket.0, reply_tx));
@@ -125,6 +150,9 @@ impl StackInterner {
 
     /// Ends the worker: the interned table, and the id of every ticket.
     pub fn finish(mut self) -> (StackTable, Vec<StackId>) {
+        if let Some(done) = self.inline.take() {
+            return done;
+        }
         self.flush();
         self.tx = None; // closes the channel
         self.worker

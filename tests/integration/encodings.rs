@@ -100,7 +100,7 @@ fn decompression_bomb_is_refused() {
         &zst,
         LoadOptions {
             max_decompressed_bytes: 1 << 20,
-            progress: None,
+            ..LoadOptions::default()
         },
     )
     .unwrap_err();
@@ -152,5 +152,28 @@ fn convert_round_trip_is_exact() {
             ours, theirs,
             "{name}: JSON export differs from CPython's json.dumps(pickle.load())"
         );
+    }
+}
+
+/// Loading on one thread (as `ranks` does for each of its files) gives the same model as
+/// loading with the helper threads.
+#[test]
+fn single_threaded_load_gives_the_same_model() {
+    for name in [
+        "scenarios/pp_last_stage_recv_pinned.pickle",
+        "encodings/tiny_cpp_pickler.pickle",
+        "encodings/tiny.json",
+    ] {
+        let path = fixture(name);
+        let a = leakscope::load_path(&path, LoadOptions::default()).unwrap();
+        let b = leakscope::load_path(
+            &path,
+            LoadOptions {
+                threads: false,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(a == b, "{name}");
     }
 }
