@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use leakscope::analysis::top::{self, At};
 use leakscope::analysis::{self, summary};
-use leakscope::analysis::{compare, leaks, oom, ranks, segments, tree};
+use leakscope::analysis::{check, compare, leaks, oom, ranks, segments, tree};
 use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
 use leakscope::render::{self, Style};
 use leakscope::windows::WindowSpec;
@@ -122,6 +122,27 @@ enum Command {
         #[arg(long, default_value = "auto")]
         windows: String,
         /// Print JSON (schema leakscope.ranks/1)
+        #[arg(long)]
+        json: bool,
+    },
+    /// CI memory gate: limits from a budget file (and a baseline); exit 1 when over budget
+    Check {
+        /// Snapshots to check
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Budget file (TOML; see docs/budget.md)
+        #[arg(long)]
+        budget: PathBuf,
+        /// JSON of an earlier `check --json` or `leaks --json` to compare against
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// Windows (overrides the budget's [windows] spec)
+        #[arg(long)]
+        windows: Option<String>,
+        /// Write JUnit XML here (a test case per limit)
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Print JSON (schema leakscope.check/1)
         #[arg(long)]
         json: bool,
     },
@@ -284,11 +305,14 @@ struct Live {
     filters: FilterOptions,
 }
 
-/// One run through the leak finder, with what `compare` also needs.
+/// One run through the leak finder, with what `compare` and `check` also need.
 struct LeakRun {
     report: leaks::LeakReport,
     end: top::TopReport,
     backward: u64,
+    peak: u64,
+    end_allocated: u64,
+    end_reserved: u64,
 }
 
 /// The windows of `--windows`, cut to `--within` when given.
@@ -336,10 +360,22 @@ fn leak_run(
     let end_point = top::resolve(&snap, &rep, At::End).map_err(Usage)?;
     let end = top::top(&rep, end_point, &mut attributor, usize::MAX);
     let backward = compare::backward_bytes(&snap, d);
+    let dev = device_view(&snap, d);
+    let end_allocated = dev
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state.is_active())
+        .map(|b| b.size)
+        .sum();
+    let end_reserved = dev.segments.iter().map(|s| s.total_size).sum();
     Ok(LeakRun {
         report,
         end,
         backward,
+        peak: rep.peak().1,
+        end_allocated,
+        end_reserved,
     })
 }
 
@@ -413,6 +449,18 @@ impl std::fmt::Display for BadInput {
 }
 
 impl std::error::Error for BadInput {}
+
+/// `check` found a limit exceeded (exit 1; the report says which).
+#[derive(Debug)]
+struct OverBudget;
+
+impl std::fmt::Display for OverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("over budget")
+    }
+}
+
+impl std::error::Error for OverBudget {}
 
 /// A request that does not fit the input or the options (exit 2, like clap's usage errors).
 #[derive(Debug)]
@@ -618,6 +666,89 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             emit(json, &report, |r| render::ranks::text(r, style))
         }
+        Command::Check {
+            files,
+            budget,
+            baseline,
+            windows,
+            junit,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&budget)
+                .map_err(|e| Usage(format!("cannot read the budget {}: {e}", budget.display())))?;
+            let b = check::Budget::parse(&text)
+                .map_err(|e| Usage(format!("budget {}: {e}", budget.display())))?;
+            let base = match &baseline {
+                Some(p) => {
+                    let t = std::fs::read_to_string(p).map_err(|e| {
+                        Usage(format!("cannot read the baseline {}: {e}", p.display()))
+                    })?;
+                    let v: serde_json::Value = serde_json::from_str(&t)
+                        .map_err(|e| Usage(format!("baseline {}: {e}", p.display())))?;
+                    Some(check::baseline_from_json(&v).map_err(Usage)?)
+                }
+                None => None,
+            };
+            let win = WindowArgs {
+                windows: windows
+                    .or(b.windows.spec.clone())
+                    .unwrap_or_else(|| "auto".into()),
+                within: b.windows.within.clone(),
+                device: None,
+            };
+            let attr = AttrArgs {
+                by: "site".into(),
+                exclude: None,
+                focus: None,
+                python_only: false,
+                keep_internal: false,
+                user_code: None,
+            };
+            let mut checked = Vec::new();
+            for f in &files {
+                let run = leak_run(
+                    f,
+                    &win,
+                    &attr,
+                    &LoadArgs {
+                        max_decompressed_bytes: 16 << 30,
+                    },
+                    &leaks::LeakOptions::default(),
+                )?;
+                let end_by_site: Vec<(String, u64)> = run
+                    .end
+                    .rows
+                    .iter()
+                    .map(|r| (r.key.clone(), r.bytes))
+                    .collect();
+                let measured =
+                    check::measure(&run.report, run.peak, run.end_allocated, run.end_reserved);
+                checked.push(check::check_file(
+                    &f.display().to_string(),
+                    &b,
+                    &run.report,
+                    &end_by_site,
+                    measured,
+                    base.as_ref(),
+                ));
+            }
+            let passed = checked.iter().all(|f| f.cases.iter().all(|c| c.passed));
+            let report = check::CheckReport {
+                schema: check::SCHEMA,
+                files: checked,
+                passed,
+            };
+            if let Some(j) = &junit {
+                std::fs::write(j, check::junit(&report))
+                    .with_context(|| format!("cannot write {}", j.display()))?;
+            }
+            emit(json, &report, |r| render::check::text(r, style))?;
+            if passed {
+                Ok(())
+            } else {
+                Err(OverBudget.into())
+            }
+        }
         Command::Windows {
             file,
             win,
@@ -767,6 +898,7 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<OverBudget>().is_some() => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("leakscope: {e:#}");
             if e.downcast_ref::<BadInput>().is_some() || e.downcast_ref::<Usage>().is_some() {

@@ -1,6 +1,7 @@
 //! Analyses over the loaded model. Each produces a serializable report whose JSON form
 //! carries a versioned `schema` name.
 
+pub mod check;
 pub mod compare;
 pub mod leaks;
 pub mod oom;

@@ -1,5 +1,6 @@
 //! Stage last, `render`: terminal tables and JSON for the analyses' reports.
 
+pub mod check;
 pub mod flamegraph;
 pub mod leaks;
 pub mod oom;
