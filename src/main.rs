@@ -361,14 +361,7 @@ fn leak_run(
     let end = top::top(&rep, end_point, &mut attributor, usize::MAX);
     let backward = compare::backward_bytes(&snap, d);
     let dev = device_view(&snap, d);
-    let end_allocated = dev
-        .segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state.is_active())
-        .map(|b| b.size)
-        .sum();
-    let end_reserved = dev.segments.iter().map(|s| s.total_size).sum();
+    let (end_allocated, end_reserved) = (dev.held_bytes(), dev.reserved_bytes());
     Ok(LeakRun {
         report,
         end,

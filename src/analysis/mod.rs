@@ -18,15 +18,6 @@ use crate::model::Snapshot;
 pub fn default_device(snap: &Snapshot) -> i64 {
     let devs = snap.devices();
     devs.iter()
-        .max_by_key(|d| {
-            let held: u64 = d
-                .segments
-                .iter()
-                .flat_map(|s| &s.blocks)
-                .filter(|b| b.state.is_active())
-                .map(|b| b.size)
-                .sum();
-            (d.trace.len(), held, std::cmp::Reverse(d.device))
-        })
+        .max_by_key(|d| (d.trace.len(), d.held_bytes(), std::cmp::Reverse(d.device)))
         .map_or(0, |d| d.device)
 }

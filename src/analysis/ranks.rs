@@ -200,13 +200,7 @@ fn analyse(f: &Found, spec: &WindowSpec) -> RankRow {
     };
     let rep = crate::replay::replay(&dev);
     row.peak_bytes = rep.peak().1;
-    row.end_allocated_bytes = dev
-        .segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state.is_active())
-        .map(|b| b.size)
-        .sum();
+    row.end_allocated_bytes = dev.held_bytes();
     let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
     let w = windows::windows(&snap, d, spec, &attr);
     let r = leaks::leaks(&rep, &w, &mut attr, &LeakOptions::default());

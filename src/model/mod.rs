@@ -240,6 +240,23 @@ pub struct DeviceView<'s> {
 
 static EMPTY_TRACE: std::sync::LazyLock<Trace> = std::sync::LazyLock::new(Trace::default);
 
+impl DeviceView<'_> {
+    /// Σ sizes of the blocks held at the end (allocated or waiting to be freed).
+    pub fn held_bytes(&self) -> u64 {
+        self.segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state.is_active())
+            .map(|b| b.size)
+            .sum()
+    }
+
+    /// Σ segment sizes at the end.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.total_size).sum()
+    }
+}
+
 impl Snapshot {
     /// The device indices present: every index of `device_traces` and every segment's device.
     pub fn device_indices(&self) -> Vec<i64> {

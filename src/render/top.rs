@@ -5,18 +5,6 @@ use std::fmt::Write;
 use super::{Align, Style, Table, bytes, count};
 use crate::analysis::top::TopReport;
 
-fn point_text(r: &TopReport) -> String {
-    let at = &r.at;
-    let ev = at.event_index.map_or_else(
-        || "before the first event".into(),
-        |i| format!("after event {i}"),
-    );
-    let t = at
-        .time_us
-        .map_or_else(String::new, |t| format!(", time_us {t}"));
-    format!("{} ({ev}{t})", at.kind)
-}
-
 /// Renders the report as a table.
 pub fn text(r: &TopReport, style: Style) -> String {
     let mut o = String::new();
@@ -24,7 +12,7 @@ pub fn text(r: &TopReport, style: Style) -> String {
         o,
         "device {}, at {}: {} live in {} allocations, by {}",
         r.device,
-        point_text(r),
+        super::tree::point_text(&r.at),
         bytes(r.at.live_bytes),
         count(r.total_blocks),
         r.by
