@@ -1043,35 +1043,23 @@ impl<'a> Machine<'a> {
                             b"01" => self.stack.push(Value::Bool(true)),
                             b"00" => self.stack.push(Value::Bool(false)),
                             _ => {
-                                let v = std::str::from_utf8(l)
-                                    .ok()
-                                    .and_then(|s| s.trim().parse::<i128>().ok())
-                                    .ok_or_else(|| {
-                                        self.malformed(at, "INT is not a decimal integer")
-                                    })?;
+                                let v = text_number::<i128>(l).ok_or_else(|| {
+                                    self.malformed(at, "INT is not a decimal integer")
+                                })?;
                                 self.push_int(v);
                             }
                         }
                     }
                     b'L' => {
                         let l = self.line("a LONG line")?;
-                        let v = std::str::from_utf8(l)
-                            .ok()
-                            .map(|s| s.trim().trim_end_matches('L'))
-                            .and_then(|s| s.parse::<i128>().ok())
-                            .ok_or_else(|| {
-                                self.malformed(
-                                    at,
-                                    "LONG is not a decimal integer that fits 128 bits",
-                                )
-                            })?;
+                        let v = text_number::<i128>(l).ok_or_else(|| {
+                            self.malformed(at, "LONG is not a decimal integer that fits 128 bits")
+                        })?;
                         self.push_int(v);
                     }
                     b'F' => {
                         let l = self.line("a FLOAT line")?;
-                        let v = std::str::from_utf8(l)
-                            .ok()
-                            .and_then(|s| s.trim().parse::<f64>().ok())
+                        let v = text_number::<f64>(l)
                             .ok_or_else(|| self.malformed(at, "FLOAT is not a number"))?;
                         self.stack.push(Value::Float(v));
                     }
@@ -1224,7 +1212,7 @@ impl<'a> Machine<'a> {
                     b'p' => {
                         self.stats.put_ops += 1;
                         let l = self.line("a PUT index")?;
-                        let i = parse_index(l)
+                        let i = text_number::<usize>(l)
                             .ok_or_else(|| self.malformed(at, "PUT index is not a number"))?;
                         self.memo_put(i, at)?;
                     }
@@ -1238,7 +1226,7 @@ impl<'a> Machine<'a> {
                     }
                     b'g' => {
                         let l = self.line("a GET index")?;
-                        let i = parse_index(l)
+                        let i = text_number::<usize>(l)
                             .ok_or_else(|| self.malformed(at, "GET index is not a number"))?;
                         self.memo_get(i, at)?;
                     }
@@ -1319,8 +1307,14 @@ fn fast_int(data: &[u8], p: &mut usize) -> Option<i64> {
     Some(v)
 }
 
-fn parse_index(l: &[u8]) -> Option<usize> {
-    std::str::from_utf8(l).ok()?.trim().parse().ok()
+/// A protocol-0 text number (INT, LONG with its trailing `L`, FLOAT, memo indices).
+fn text_number<T: std::str::FromStr>(l: &[u8]) -> Option<T> {
+    std::str::from_utf8(l)
+        .ok()?
+        .trim()
+        .trim_end_matches('L')
+        .parse()
+        .ok()
 }
 
 /// Protocol 0 `UNICODE`: raw-unicode-escape (only `\uXXXX` and `\UXXXXXXXX` are escapes).

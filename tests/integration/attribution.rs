@@ -49,16 +49,8 @@ fn truth_sites(v: &serde_json::Value) -> BTreeMap<String, (u64, u64)> {
 #[test]
 fn top_matches_scenario_ground_truth() {
     let mut checked = 0;
-    for entry in std::fs::read_dir(fixture("scenarios")).unwrap() {
-        let path = entry.unwrap().path();
-        let Some(stem) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".truth.json"))
-        else {
-            continue;
-        };
-        let truth = read_json(&path);
+    for (stem, truth) in scenario_truths() {
+        let stem = stem.as_str();
         let snap = load(&fixture(&format!("scenarios/{stem}.pickle")));
         let device = truth["device"].as_i64().unwrap_or(0);
         for (name, at) in [("end", At::End), ("peak", At::Peak), ("oom", At::Oom)] {

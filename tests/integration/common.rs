@@ -177,3 +177,22 @@ pub fn leakscope_json(args: &[&str]) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
+
+/// Every scenario with its ground truth: `(name, truth)` for each
+/// `fixtures/scenarios/NAME.truth.json`, sorted by name.
+pub fn scenario_truths() -> Vec<(String, serde_json::Value)> {
+    let mut out: Vec<(String, serde_json::Value)> = std::fs::read_dir(fixture("scenarios"))
+        .expect("fixtures/scenarios")
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let stem = path
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".truth.json")?
+                .to_string();
+            Some((stem, read_json(&path)))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}

@@ -29,16 +29,8 @@ fn within(a: u64, b: u64, frac: f64) -> bool {
 #[test]
 fn leaks_match_scenario_ground_truth() {
     let mut checked = 0;
-    for entry in std::fs::read_dir(fixture("scenarios")).unwrap() {
-        let path = entry.unwrap().path();
-        let Some(stem) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".truth.json"))
-        else {
-            continue;
-        };
-        let truth = read_json(&path);
+    for (stem, truth) in scenario_truths() {
+        let stem = stem.as_str();
         let r = run_leaks(&fixture(&format!("scenarios/{stem}.pickle")), "auto");
         let truth_leaks = truth["leaks"].as_array().unwrap();
         for t in truth_leaks {
@@ -350,24 +342,13 @@ fn compare_warns_when_a_fix_cuts_the_gradient_path() {
 /// the control run there are its 8 micro-batch windows.
 #[test]
 fn within_restricts_to_a_phase() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args([
-            "leaks",
-            fixture("scenarios/loss_accum_no_detach.pickle")
-                .to_str()
-                .unwrap(),
-            "--within",
-            "annotation:^mini_batch0$",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = fixture("scenarios/loss_accum_no_detach.pickle");
+    let v = leakscope_json(&[
+        "leaks",
+        file.to_str().unwrap(),
+        "--within",
+        "annotation:^mini_batch0$",
+    ]);
     assert_eq!(v["windows"]["count"], 8, "{}", v["windows"]);
     let s = &v["suspects"][0];
     assert!(

@@ -45,15 +45,8 @@ fn scenarios_match_cpython() {
 
 #[test]
 fn scenarios_match_ground_truth() {
-    for entry in std::fs::read_dir(fixture("scenarios")).unwrap() {
-        let truth_path = entry.unwrap().path();
-        let Some(name) = truth_path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let Some(stem) = name.strip_suffix(".truth.json") else {
-            continue;
-        };
-        let truth = read_json(&truth_path);
+    for (stem, truth) in scenario_truths() {
+        let stem = stem.as_str();
         let snap = load(&fixture(&format!("scenarios/{stem}.pickle")));
         let s = summary_json(&snap, stem);
         let dev = truth["device"].as_i64().unwrap_or(0);
