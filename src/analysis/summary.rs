@@ -318,7 +318,7 @@ fn overflowed(snap: &Snapshot) -> Option<bool> {
 pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let one = |dev: &DeviceView| {
         let t = device_totals(dev, snap);
-        let cov = replay::replay_counts(dev);
+        let cov = replay::coverage(dev);
         let (first, last) = time_range(dev, snap);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
@@ -330,7 +330,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             unmatched_frees: cov.unmatched_frees,
             unmatched_segment_frees: cov.unmatched_segment_frees,
             pre_trace_blocks: cov.pre_trace_blocks,
-            replay_mismatches: cov.mismatches.len() as u64,
+            replay_mismatches: cov.mismatches,
             wrapped,
         }
     };

@@ -174,20 +174,64 @@ fn block_requested(b: &Block) -> u64 {
     b.requested_size.unwrap_or(b.size)
 }
 
+/// How completely a trace covers its device: the counts of [`replay`] that `summary`
+/// reports, without lifetimes or timelines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Active blocks of the final segments allocated before the trace began.
+    pub pre_trace_blocks: u64,
+    /// Frees whose allocation is not in the trace.
+    pub unmatched_frees: u64,
+    /// Segment frees/unmaps with no earlier segment alloc/map at that address.
+    pub unmatched_segment_frees: u64,
+    /// `alloc` at an address already live.
+    pub double_allocs: u64,
+    /// Differences between the replayed end state and `segments`.
+    pub mismatches: u64,
+}
+
+/// The counts of [`replay`] alone. It keeps only the live addresses (a map of the
+/// allocations open now), not a record per allocation, so it costs a fraction of it.
+pub fn coverage(dev: &DeviceView) -> Coverage {
+    let t = dev.trace;
+    let mut c = Coverage::default();
+    // addr -> requested bytes of the allocation holding it
+    let mut open: FastMap<u64, u64> = FastMap::default();
+    let mut open_segments: FastMap<u64, ()> = FastMap::default();
+    for i in 0..t.len() {
+        let addr = t.addr[i];
+        match t.action[i] {
+            Action::ALLOC => c.double_allocs += open.insert(addr, t.size[i]).is_some() as u64,
+            Action::FREE_COMPLETED => c.unmatched_frees += open.remove(&addr).is_none() as u64,
+            Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
+                open_segments.insert(addr, ());
+            }
+            Action::SEGMENT_FREE | Action::SEGMENT_UNMAP => {
+                c.unmatched_segment_frees += open_segments.remove(&addr).is_none() as u64
+            }
+            _ => {}
+        }
+    }
+    let mut blocks: FastMap<u64, u64> = FastMap::default();
+    for b in dev.segments.iter().flat_map(|s| &s.blocks) {
+        if b.state.is_active() {
+            blocks.insert(b.address, block_requested(b));
+            if !open.contains_key(&b.address) {
+                c.pre_trace_blocks += 1;
+            }
+        }
+    }
+    c.mismatches = open
+        .iter()
+        .filter(|(addr, bytes)| blocks.get(addr) != Some(bytes))
+        .count() as u64;
+    c
+}
+
 /// Replays the trace of `dev` against its final segments.
 pub fn replay(dev: &DeviceView) -> Replay {
-    replay_with(dev, true)
-}
-
-/// The counts of [`replay`] (coverage, mismatches, lifetimes) without the per-event
-/// timelines, which `summary` does not need.
-pub fn replay_counts(dev: &DeviceView) -> Replay {
-    replay_with(dev, false)
-}
-
-fn replay_with(dev: &DeviceView, timelines: bool) -> Replay {
     let t = dev.trace;
-    let n = if timelines { t.len() } else { 0 };
+    let n = t.len();
     let mut r = Replay {
         device: dev.device,
         live: Vec::with_capacity(n),
@@ -265,10 +309,8 @@ fn replay_with(dev: &DeviceView, timelines: bool) -> Replay {
             Action::OOM => r.ooms.push(i as u32),
             _ => {}
         }
-        if timelines {
-            live_rel.push(live);
-            reserved_rel.push(reserved_delta);
-        }
+        live_rel.push(live);
+        reserved_rel.push(reserved_delta);
     }
 
     // Reconcile with the final segments.

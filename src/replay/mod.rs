@@ -5,5 +5,5 @@
 mod lifetimes;
 mod state;
 
-pub use lifetimes::{Lifetime, Mismatch, Origin, Replay, replay, replay_counts};
+pub use lifetimes::{Coverage, Lifetime, Mismatch, Origin, Replay, coverage, replay};
 pub use state::{AllocatorState, StateBlock, StateSegment};

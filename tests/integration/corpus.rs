@@ -121,3 +121,37 @@ fn corpus_convert_round_trip() {
         }
     }
 }
+
+/// `summary` counts coverage with a lean pass; it must agree with the full replay that
+/// `top`, `leaks` and `oom` use, on every real file and every scenario.
+#[test]
+fn corpus_coverage_agrees_with_full_replay() {
+    let Some(corpus) = corpus("corpus_coverage_agrees_with_full_replay") else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = corpus_files(&corpus).into_iter().map(|(_, p)| p).collect();
+    paths.extend(
+        std::fs::read_dir(fixture("scenarios"))
+            .expect("fixtures/scenarios")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "pickle")),
+    );
+    let mut checked = 0;
+    for path in &paths {
+        let snap = load(path);
+        for dev in snap.devices() {
+            let full = leakscope::replay::replay(&dev);
+            let lean = leakscope::replay::coverage(&dev);
+            let want = leakscope::replay::Coverage {
+                pre_trace_blocks: full.pre_trace_blocks,
+                unmatched_frees: full.unmatched_frees,
+                unmatched_segment_frees: full.unmatched_segment_frees,
+                double_allocs: full.double_allocs,
+                mismatches: full.mismatches.len() as u64,
+            };
+            assert_eq!(lean, want, "{} device {}", path.display(), dev.device);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} devices checked");
+}
