@@ -30,7 +30,7 @@ fn schema(place: impl Into<String>, message: impl Into<String>) -> LoadErrorKind
 fn type_name(v: H) -> &'static str {
     match v {
         H::None => "None",
-        H::Bool(_) => "a bool",
+        H::True | H::False => "a bool",
         H::Int(_) | H::Big(_) => "an int",
         H::Float(_) => "a float",
         H::Str(_) | H::Span(_) => "a string",
@@ -66,8 +66,10 @@ pub(crate) struct Builder {
     traces: Vec<Option<Trace>>,
     meta_index: FastMap<EventMeta, MetaId>,
     last_meta: Option<MetaId>,
-    /// Raw attributes (flags, stream, string indices) of the last event and their meta.
-    last_raw_meta: Option<(RawMetaKey, MetaId)>,
+    /// Raw attributes (flags, stream, short strings) of recent events and their metas,
+    /// most recent first: events cycle through a few streams, so one key missed often.
+    recent_raw_metas: [(RawMetaKey, MetaId); 8],
+    recent_raw_len: usize,
     field_cache: Vec<u8>,
     action_cache: FastMap<u64, u8>,
     recent_actions: [(u64, u8); 8],
@@ -85,7 +87,8 @@ impl Builder {
             traces: Vec::new(),
             meta_index: FastMap::default(),
             last_meta: None,
-            last_raw_meta: None,
+            recent_raw_metas: [((0, 0, (0, 0), (0, 0)), MetaId(0)); 8],
+            recent_raw_len: 0,
             field_cache: Vec::new(),
             action_cache: FastMap::default(),
             recent_actions: [(u64::MAX, 0); 8],
@@ -427,22 +430,34 @@ impl Builder {
             short_str_key(raw.compile_context.and_then(|v| heap.as_str(v))),
             short_str_key(raw.user_metadata.and_then(|v| heap.as_str(v))),
         );
-        let meta = match self.last_raw_meta {
-            Some((key, id))
-                if key == raw_key
-                    && key.2 != NOT_SHORT
-                    && key.3 != NOT_SHORT
-                    && pool_id.is_none()
-                    && extra.is_empty() =>
-            {
+        let cacheable = raw_key.2 != NOT_SHORT
+            && raw_key.3 != NOT_SHORT
+            && pool_id.is_none()
+            && extra.is_empty();
+        let hit = if cacheable {
+            self.recent_raw_metas[..self.recent_raw_len]
+                .iter()
+                .position(|(k, _)| *k == raw_key)
+        } else {
+            None
+        };
+        let meta = match hit {
+            Some(i) => {
+                let id = self.recent_raw_metas[i].1;
+                // Move to the front so the common keys stay cheap to find.
+                self.recent_raw_metas[..=i].rotate_right(1);
                 id
             }
-            _ => {
+            None => {
                 let cc = raw.compile_context.and_then(|v| heap.as_str(v));
                 let um = raw.user_metadata.and_then(|v| heap.as_str(v));
-                let simple = pool_id.is_none() && extra.is_empty();
                 let id = self.meta_id(fl, stream, cc, um, pool_id, extra);
-                self.last_raw_meta = simple.then_some((raw_key, id));
+                if cacheable {
+                    let n = (self.recent_raw_len + 1).min(self.recent_raw_metas.len());
+                    self.recent_raw_metas[..n].rotate_right(1);
+                    self.recent_raw_metas[0] = (raw_key, id);
+                    self.recent_raw_len = n;
+                }
                 id
             }
         };
@@ -589,7 +604,8 @@ impl Builder {
             H::None | H::Gone | H::Event(_) | H::Appended => Value::Null,
             H::Frame(f) => self.frame_value(f),
             H::Stack(s) => self.stack_value(s),
-            H::Bool(b) => Value::Bool(b),
+            H::True => Value::Bool(true),
+            H::False => Value::Bool(false),
             H::Int(i) => Value::Int(i),
             H::Big(b) => int_value(heap.bigs[b as usize]),
             H::Float(f) => Value::Float(f),
@@ -784,8 +800,8 @@ impl Builder {
                     seg.npu_key_order = !seen_type;
                     seg.pool_id = Some(self.owned(heap, val, 0)?)
                 }
-                Some("is_expandable") if matches!(val, H::Bool(_)) => {
-                    seg.is_expandable = Some(val == H::Bool(true))
+                Some("is_expandable") if matches!(val, H::True | H::False) => {
+                    seg.is_expandable = Some(val == H::True)
                 }
                 Some("frames") => seg.stack = Some(self.stack_of(heap, val, &place)?),
                 Some("blocks") => blocks_value = Some(val),
@@ -1097,11 +1113,16 @@ fn short_str_key(s: Option<&str>) -> (u64, u64) {
     if b.len() > 15 {
         return NOT_SHORT;
     }
-    let mut w = [0u8; 16];
-    w[..b.len()].copy_from_slice(b);
-    w[15] = b.len() as u8 | 0x80;
-    let lo = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-    let hi = u64::from_le_bytes([w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15]]);
+    // Shifted into registers byte by byte: a copy into an array and two 8-byte loads
+    // back stalled on the partial stores (a fifth of this function, measured).
+    let (mut lo, mut hi) = (0u64, (b.len() as u64 | 0x80) << 56);
+    for (i, &x) in b.iter().enumerate() {
+        if i < 8 {
+            lo |= (x as u64) << (8 * i);
+        } else {
+            hi |= (x as u64) << (8 * (i - 8));
+        }
+    }
     (lo, hi)
 }
 

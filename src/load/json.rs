@@ -67,7 +67,7 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+        Ok(if v { Value::True } else { Value::False })
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
