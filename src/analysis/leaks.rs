@@ -71,6 +71,9 @@ pub struct Growth {
     pub example_addresses: Vec<String>,
     /// The full stack of one survivor, innermost first, as `file:line:function`.
     pub stack: Vec<String>,
+    /// Survivor bytes born in each window (0 where the site did not grow): the series
+    /// `bytes_per_window` is the median of, over its nonzero entries.
+    pub survivors_per_window: Vec<u64>,
 }
 
 /// Sites whose survivors are born in the same windows and freed together.
@@ -335,6 +338,7 @@ pub fn leaks(
                 .iter()
                 .map(|&f| super::top::label(snap, f))
                 .collect(),
+            survivors_per_window: series,
         };
         if kind == "leak" || kind == "retained" {
             suspects.push((g, grew, lifes, k as u32));

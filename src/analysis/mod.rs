@@ -6,8 +6,10 @@ pub mod compare;
 pub mod leaks;
 pub mod oom;
 pub mod ranks;
+pub mod report;
 pub mod segments;
 pub mod summary;
+pub mod timeline;
 pub mod top;
 pub mod tree;
 
