@@ -194,6 +194,23 @@ enum Command {
         #[command(flatten)]
         load: LoadArgs,
     },
+    /// A self-contained HTML report (charts, tables, flamegraph) that opens offline
+    Report {
+        /// Snapshot file
+        file: PathBuf,
+        /// Output file
+        #[arg(short, long, default_value = "leakscope-report.html")]
+        output: PathBuf,
+        #[command(flatten)]
+        win: WindowArgs,
+        /// Print the report's data as JSON (schema leakscope.report/1) instead of writing HTML
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attr: AttrArgs,
+        #[command(flatten)]
+        load: LoadArgs,
+    },
     /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
     Convert {
         /// Input snapshot
@@ -778,6 +795,61 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 write_stdout(&render::tree::text(&report, min_share, style))
             }
+        }
+        Command::Report {
+            file,
+            output,
+            win,
+            json,
+            attr,
+            load: la,
+        } => {
+            let (by, filters) = attr.options()?;
+            let snap = load(&file, &la)?;
+            let d = match win.device {
+                Some(_) => pick_device(&snap, win.device)?,
+                None => analysis::oom::oom_device(&snap),
+            };
+            let rep = replay_device(&snap, d);
+            let mut attributor = Attributor::new(&snap, by, &filters);
+            let w = windows_of(&snap, d, &win, &attributor)?;
+            let data = analysis::report::report(
+                &snap,
+                &file.display().to_string(),
+                &rep,
+                &w,
+                &mut attributor,
+                &analysis::report::ReportOptions::default(),
+            );
+            drop(attributor);
+            let data_json = serde_json::to_string(&data)?;
+            if json {
+                return write_stdout(&(data_json + "\n"));
+            }
+            let lines = render::flamegraph::folded(&data.peak_tree.tree);
+            let svg = if lines.is_empty() {
+                None
+            } else {
+                let title = format!(
+                    "live memory at {}",
+                    render::tree::point_text(&data.peak_tree.at)
+                );
+                let svg = render::flamegraph::svg_sized(&lines, &title, None, Some(1200))
+                    .context("cannot draw the flame graph")?;
+                Some(String::from_utf8_lossy(&svg).into_owned())
+            };
+            let html = render::html::page(&data, &data_json, svg.as_deref());
+            write_file(&output, html.as_bytes())?;
+            eprintln!(
+                "wrote {} ({}; peak {} after event {})",
+                output.display(),
+                render::bytes(html.len() as u64),
+                render::bytes(data.peak.live_bytes),
+                data.peak
+                    .event_index
+                    .map_or("(none)".into(), |i| render::count(i as u64)),
+            );
+            Ok(())
         }
         Command::Flamegraph {
             file,

@@ -69,6 +69,18 @@ pub fn folded_text(lines: &[(String, u64)]) -> String {
 /// An SVG flame graph of `lines` (self-contained: its script is inline), counts in bytes.
 /// Fails with [`io::ErrorKind::InvalidInput`] when the lines hold no bytes.
 pub fn svg(lines: &[(String, u64)], title: &str, subtitle: Option<&str>) -> io::Result<Vec<u8>> {
+    svg_sized(lines, title, subtitle, None)
+}
+
+/// [`svg`] drawn `width` pixels wide; `None` is fluid (as wide as its window). Fluid
+/// drawing measures the window when the SVG loads, which gives nothing inside a frame
+/// that is not laid out yet, so the HTML report uses a fixed width.
+pub fn svg_sized(
+    lines: &[(String, u64)],
+    title: &str,
+    subtitle: Option<&str>,
+    width: Option<usize>,
+) -> io::Result<Vec<u8>> {
     if lines.iter().all(|l| l.1 == 0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -98,6 +110,7 @@ pub fn svg(lines: &[(String, u64)], title: &str, subtitle: Option<&str>) -> io::
     opts.name_type = "Frame:".into();
     opts.colors = Palette::Basic(BasicPalette::Mem);
     opts.deterministic = true;
+    opts.image_width = width;
     let mut out = Vec::new();
     flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), &mut out)?;
     Ok(out)

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod flamegraph;
+pub mod html;
 pub mod leaks;
 pub mod oom;
 pub mod ranks;

@@ -1,0 +1,226 @@
+// leakscope report: draws the charts from the embedded data (id "ls-data") with uPlot.
+// The tables are already in the page; this file only adds the charts and says, in the
+// footer's data attributes, whether everything rendered (the browser test reads them).
+(function () {
+  "use strict";
+  var errors = window.__lsErrors || [];
+  var status = document.getElementById("ls-status");
+  var drawn = 0;
+
+  var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  // Same rules as the terminal output: binary units, three significant digits.
+  function fmtBytes(n) {
+    if (n == null || isNaN(n)) return "";
+    var neg = n < 0;
+    var v = Math.abs(n);
+    if (v < 1024) return (neg ? "-" : "") + Math.round(v) + " B";
+    var u = 0;
+    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
+    var s = v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+    return (neg ? "-" : "") + s + " " + UNITS[u];
+  }
+  function fmtCount(n) {
+    return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  }
+
+  var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];
+  var OTHER = "#bab0ac";
+
+  function width(el) {
+    return Math.max(320, (el.clientWidth || document.body.clientWidth || 900) - 4);
+  }
+
+  // Vertical lines at event indices, drawn under the series.
+  function markers(lines) {
+    return {
+      hooks: {
+        drawClear: [function (u) {
+          var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+          var min = u.scales.x.min, max = u.scales.x.max;
+          ctx.save();
+          lines.forEach(function (m) {
+            ctx.strokeStyle = m.color;
+            ctx.lineWidth = m.width * (window.devicePixelRatio || 1);
+            ctx.setLineDash(m.dash || []);
+            ctx.beginPath();
+            m.at.forEach(function (x) {
+              if (x < min || x > max) return;
+              var px = Math.round(u.valToPos(x, "x", true));
+              ctx.moveTo(px, top);
+              ctx.lineTo(px, top + h);
+            });
+            ctx.stroke();
+          });
+          ctx.restore();
+        }]
+      }
+    };
+  }
+
+  // Zooming one chart zooms the others over the same events.
+  var linked = [];
+  var syncing = false;
+  function link(u) {
+    linked.push(u);
+  }
+  function onScale(u, key) {
+    if (key !== "x" || syncing) return;
+    syncing = true;
+    try {
+      linked.forEach(function (o) {
+        if (o !== u) o.setScale("x", { min: u.scales.x.min, max: u.scales.x.max });
+      });
+    } finally {
+      syncing = false;
+    }
+  }
+
+  // Byte axes start at zero: an area that starts mid-way exaggerates every change.
+  function fromZero(u, min, max) {
+    return [0, max > 0 ? max * 1.05 : 1];
+  }
+
+  function bytesAxis() {
+    return {
+      size: 80,
+      values: function (u, splits) { return splits.map(fmtBytes); }
+    };
+  }
+  function eventAxis(label) {
+    return {
+      label: label,
+      values: function (u, splits) { return splits.map(fmtCount); }
+    };
+  }
+
+  function chart(id, fn) {
+    var el = document.getElementById(id);
+    if (!el) return;
+    try {
+      fn(el);
+      drawn++;
+    } catch (e) {
+      errors.push(id + ": " + (e && e.message ? e.message : String(e)));
+    }
+  }
+
+  var data;
+  try {
+    data = JSON.parse(document.getElementById("ls-data").textContent);
+  } catch (e) {
+    errors.push("report data: " + e.message);
+  }
+
+  if (data && typeof uPlot !== "undefined") {
+    chart("timeline", function (el) {
+      var t = data.timeline;
+      var peak = 0, peakAt = null;
+      for (var i = 0; i < t.live.length; i++) {
+        if (t.live[i] > peak) { peak = t.live[i]; peakAt = t.events[i]; }
+      }
+      var readout = document.getElementById("timeline-peak");
+      readout.dataset.bytes = String(peak);
+      readout.dataset.event = peakAt == null ? "" : String(peakAt);
+      readout.textContent = fmtBytes(peak) + " (" + fmtCount(peak) + " B)" +
+        (peakAt == null ? "" : " after event " + fmtCount(peakAt));
+      var lines = [{ at: data.windows.starts, color: "rgba(90,100,110,0.45)", width: 1, dash: [3, 3] }];
+      if (data.peak.event_index != null) lines.push({ at: [data.peak.event_index], color: "#b2182b", width: 2 });
+      if (data.ooms.length) lines.push({ at: data.ooms.map(function (o) { return o.event_index; }), color: "#000", width: 2 });
+      var u = new uPlot({
+        width: width(el), height: 320,
+        scales: { x: { time: false }, y: { range: fromZero } },
+        cursor: { drag: { x: true, y: false } },
+        plugins: [markers(lines)],
+        hooks: { setScale: [onScale] },
+        series: [
+          { label: "event", value: function (u, v) { return v == null ? "" : fmtCount(v); } },
+          { label: "live (requested)", stroke: "#2166ac", width: 1.5, fill: "rgba(33,102,172,0.10)",
+            value: function (u, v) { return fmtBytes(v); } },
+          { label: "reserved", stroke: "#d6604d", width: 1.5,
+            value: function (u, v) { return fmtBytes(v); } }
+        ],
+        axes: [eventAxis("event"), bytesAxis()]
+      }, [t.events, t.live, t.reserved], el);
+      link(u);
+    });
+
+    chart("sites", function (el) {
+      var s = data.sites;
+      if (!s.events.length) { el.textContent = "No events."; return; }
+      var raw = s.sites.map(function (x) { return x.bytes; });
+      var names = s.sites.map(function (x) { return x.key; });
+      raw.push(s.other);
+      names.push("everything else");
+      // Cumulative sums, bottom (largest site) first.
+      var cum = [], acc = s.events.map(function () { return 0; });
+      raw.forEach(function (r) {
+        acc = acc.map(function (a, i) { return a + r[i]; });
+        cum.push(acc);
+      });
+      // Drawn top layer first, so each lower layer paints over the one above it.
+      var order = [];
+      for (var k = cum.length - 1; k >= 0; k--) order.push(k);
+      var series = [{ label: "event", value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
+      order.forEach(function (k) {
+        var color = k === cum.length - 1 ? OTHER : PALETTE[k % PALETTE.length];
+        series.push({
+          label: names[k].length > 60 ? "…" + names[k].slice(-59) : names[k],
+          stroke: color, width: 1, fill: color,
+          value: function (u, v, si, i) { return i == null ? "" : fmtBytes(raw[k][i]); }
+        });
+      });
+      var u = new uPlot({
+        width: width(el), height: 300,
+        scales: { x: { time: false }, y: { range: fromZero } },
+        cursor: { drag: { x: true, y: false } },
+        hooks: { setScale: [onScale] },
+        series: series,
+        axes: [eventAxis("event"), bytesAxis()]
+      }, [s.events].concat(order.map(function (k) { return cum[k]; })), el);
+      link(u);
+    });
+
+    chart("growth", function (el) {
+      var sus = data.leaks.suspects.slice(0, PALETTE.length);
+      if (!sus.length) return;
+      var n = sus[0].survivors_per_window.length;
+      var xs = [];
+      for (var w = 0; w < n; w++) xs.push(w);
+      var series = [{ label: "window", value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
+      sus.forEach(function (g, i) {
+        series.push({
+          label: g.kind + ": " + (g.key.length > 50 ? "…" + g.key.slice(-49) : g.key),
+          stroke: PALETTE[i], width: 1.5, points: { show: n <= 400 },
+          value: function (u, v) { return fmtBytes(v); }
+        });
+      });
+      new uPlot({
+        width: width(el), height: 260,
+        scales: { x: { time: false }, y: { range: fromZero } },
+        cursor: { drag: { x: true, y: false } },
+        series: series,
+        axes: [eventAxis("window"), bytesAxis()]
+      }, [xs].concat(sus.map(function (g) { return g.survivors_per_window; })), el);
+    });
+
+    var resizeTimer = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(function () {
+        linked.forEach(function (u) {
+          u.setSize({ width: width(u.root.parentNode), height: u.height });
+        });
+      }, 150);
+    });
+  } else if (data) {
+    errors.push("uPlot did not load");
+  }
+
+  status.dataset.charts = String(drawn);
+  status.dataset.errors = String(errors.length);
+  status.dataset.ready = "1";
+  status.textContent = errors.length
+    ? "Rendering problems: " + errors.join("; ")
+    : "Made by leakscope · " + drawn + " charts drawn with uPlot.";
+})();
