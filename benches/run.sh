@@ -36,7 +36,7 @@ LEAKSCOPE_CMDS=(
     "tree --at peak"
     "flamegraph --at peak -o target/bench/flamegraph.svg"
     "leaks"
-    "report"
+    "report -o target/bench/report.html"
 )
 if [[ -n "${BENCH_CMDS:-}" ]]; then
     IFS=';' read -r -a LEAKSCOPE_CMDS <<<"$BENCH_CMDS"

@@ -10,5 +10,6 @@ mod graphs;
 mod leaks;
 mod oom;
 mod ranks;
+mod report;
 mod robustness;
 mod scenarios;

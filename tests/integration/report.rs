@@ -1,0 +1,317 @@
+//! `leakscope report`: the HTML page of every scenario, checked as a file (offline, small,
+//! numbers equal to the generator's truth) and, where Chromium is installed, opened
+//! headless (no console errors, charts drawn, the timeline's peak in the DOM).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use leakscope::analysis::timeline::{site_series, timeline};
+use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
+
+use crate::common::*;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = root().join("target").join(name);
+    std::fs::create_dir_all(&dir).expect("create the output folder under target/");
+    dir
+}
+
+/// Writes the report of scenario `name` and returns its path and text.
+fn write_report(name: &str) -> (PathBuf, String) {
+    let html = out_dir("report-tests").join(format!("{name}.html"));
+    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .arg("report")
+        .arg(fixture(&format!("scenarios/{name}.pickle")))
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "report {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).expect("the report is UTF-8 text");
+    (html, text)
+}
+
+/// The JSON embedded in the page (`<script type="application/json" id="ls-data">`).
+fn embedded_data(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"ls-data\">";
+    let start = html.find(open).expect("the page embeds its data") + open.len();
+    let end = start
+        + html[start..]
+            .find("</script>")
+            .expect("the data element ends");
+    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+}
+
+#[test]
+fn report_pages_are_offline_small_and_match_the_truth() {
+    let network = regex::Regex::new(r#"(?i)(src|href|action)\s*=\s*["']?\s*(https?:|//)"#).unwrap();
+    let mut checked = 0;
+    for (name, truth) in scenario_truths() {
+        let (_, html) = write_report(&name);
+        assert!(html.len() < 20 << 20, "{name}: {} bytes", html.len());
+        assert!(
+            !network.is_match(&html),
+            "{name}: the page refers to the network"
+        );
+        assert!(
+            !html.contains("<link") && !html.contains("<script src"),
+            "{name}: external resources"
+        );
+        assert!(
+            html.contains("default-src 'none'"),
+            "{name}: the page forbids loads"
+        );
+        let data = embedded_data(&html);
+        assert_eq!(data["schema"], "leakscope.report/1");
+        // The peak: the card, the `top` table's point and the decimated timeline's maximum
+        // all equal the generator's own bookkeeping.
+        let peak = &truth["peak"];
+        let want = peak["live_requested_bytes"]
+            .as_u64()
+            .expect("truth peak bytes");
+        assert_eq!(data["peak"]["live_bytes"].as_u64(), Some(want), "{name}");
+        assert_eq!(data["peak"]["event_index"], peak["event_index"], "{name}");
+        assert_eq!(
+            data["top_peak"]["at"]["live_bytes"].as_u64(),
+            Some(want),
+            "{name}"
+        );
+        let live: Vec<u64> = data["timeline"]["live"]
+            .as_array()
+            .expect("timeline.live")
+            .iter()
+            .map(|v| v.as_u64().expect("bytes"))
+            .collect();
+        assert_eq!(
+            live.iter().copied().max(),
+            Some(want),
+            "{name}: timeline peak"
+        );
+        assert!(
+            html.contains(&format!("data-bytes=\"{want}\"")),
+            "{name}: the peak card"
+        );
+        // Suspects in the page are the truth's leaks.
+        let suspects: Vec<&str> = data["leaks"]["suspects"]
+            .as_array()
+            .expect("suspects")
+            .iter()
+            .map(|s| s["key"].as_str().expect("key"))
+            .collect();
+        for leak in truth["leaks"].as_array().into_iter().flatten() {
+            let site = leak["site"].as_str().expect("truth leak site");
+            assert!(
+                suspects.contains(&site),
+                "{name}: {site} missing from {suspects:?}"
+            );
+            assert!(
+                html.contains(&leakscope::render::html::escape(site)),
+                "{name}: {site}"
+            );
+        }
+        // An OOM section exactly when the trace has an OOM.
+        assert_eq!(
+            html.contains("id=\"oom-section\""),
+            !truth["oom"].is_null(),
+            "{name}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 7, "only {checked} scenarios");
+}
+
+/// The chart data, against the replay it is drawn from: every timeline point is the
+/// replay's value at its event, the extremes survive decimation, and at every sample the
+/// stacked sites plus "everything else" add up to the live bytes.
+#[test]
+fn timeline_and_site_series_hold_the_replays_numbers() {
+    for (name, _) in scenario_truths() {
+        let snap = load(&fixture(&format!("scenarios/{name}.pickle")));
+        for dev in snap.devices() {
+            let rep = leakscope::replay::replay(&dev);
+            if rep.live.is_empty() {
+                continue;
+            }
+            for buckets in [1usize, 7, 100, 100_000] {
+                let t = timeline(&rep, buckets);
+                assert!(
+                    t.events.len() <= 4 * buckets + 1,
+                    "{name}: {buckets} buckets"
+                );
+                assert!(t.events.windows(2).all(|w| w[0] < w[1]), "{name}: order");
+                for (k, &e) in t.events.iter().enumerate() {
+                    assert_eq!(t.live[k], rep.live[e as usize], "{name} event {e}");
+                    assert_eq!(t.reserved[k], rep.reserved[e as usize], "{name} event {e}");
+                }
+                assert_eq!(t.live.iter().max(), rep.live.iter().max(), "{name}");
+                assert_eq!(t.live.iter().min(), rep.live.iter().min(), "{name}");
+                assert_eq!(t.reserved.iter().max(), rep.reserved.iter().max(), "{name}");
+                assert_eq!(t.events.last().copied(), Some(rep.live.len() as u32 - 1));
+            }
+            let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
+            let s = site_series(&rep, &mut attr, 3, 50);
+            assert!(s.sites.len() <= 3 && !s.events.is_empty(), "{name}");
+            for (j, &e) in s.events.iter().enumerate() {
+                let sum: u64 = s.sites.iter().map(|x| x.bytes[j]).sum::<u64>() + s.other[j];
+                assert_eq!(sum, rep.live[e as usize], "{name}: sample {j} (event {e})");
+            }
+            // Ranked by bytes at the peak, largest first.
+            assert!(
+                s.sites
+                    .windows(2)
+                    .all(|w| w[0].bytes_at_peak >= w[1].bytes_at_peak)
+            );
+        }
+    }
+}
+
+/// The browser: `LEAKSCOPE_CHROMIUM`, else `chromium`, `chromium-browser` or
+/// `google-chrome` on PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("LEAKSCOPE_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser", "google-chrome"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Headless Chromium with the flags a closed network needs, a fresh profile, console
+/// messages logged to stderr. Returns (stdout, stderr).
+fn run_chromium(browser: &Path, page: &Path, extra: &[String]) -> (String, String) {
+    let profile = tempfile::tempdir().expect("a profile folder");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1400,3000",
+            "--virtual-time-budget=10000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success(),
+        "chromium failed on {}: {}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn attr_of<'a>(dom: &'a str, id: &str, attr: &str) -> Option<&'a str> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let tag_start = dom[..at].rfind('<')?;
+    let tag = &dom[tag_start..tag_start + dom[tag_start..].find('>')?];
+    let key = format!("{attr}=\"");
+    let v = tag.find(&key)? + key.len();
+    Some(&tag[v..v + tag[v..].find('"')?])
+}
+
+#[test]
+fn reports_open_in_headless_chromium_without_errors() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("LEAKSCOPE_REQUIRE_BROWSER").is_none(),
+            "LEAKSCOPE_REQUIRE_BROWSER is set but no Chromium was found"
+        );
+        eprintln!(
+            "reports_open_in_headless_chromium_without_errors: skipped (no chromium; .ci/run installs it)"
+        );
+        return;
+    };
+    let shots = out_dir("report-screens");
+    for (name, truth) in scenario_truths() {
+        let (page, _) = write_report(&name);
+        let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
+        let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(
+            console.is_empty(),
+            "{name}: console messages:\n{}",
+            console.join("\n")
+        );
+        assert_eq!(
+            attr_of(&dom, "ls-status", "data-ready"),
+            Some("1"),
+            "{name}: {dom:.300}"
+        );
+        assert_eq!(
+            attr_of(&dom, "ls-status", "data-errors"),
+            Some("0"),
+            "{name}: the page reported errors"
+        );
+        let has_suspects = !truth["leaks"].as_array().is_none_or(|l| l.is_empty());
+        let charts: u32 = attr_of(&dom, "ls-status", "data-charts")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            charts >= if has_suspects { 3 } else { 2 },
+            "{name}: {charts} charts drawn"
+        );
+        assert!(
+            dom.contains("class=\"uplot"),
+            "{name}: no uPlot chart in the DOM"
+        );
+        // The timeline's peak, computed by the page from the decimated series, is the
+        // truth's peak; so is `top --at peak`.
+        let want = truth["peak"]["live_requested_bytes"]
+            .as_u64()
+            .expect("peak");
+        assert_eq!(
+            attr_of(&dom, "timeline-peak", "data-bytes"),
+            Some(want.to_string().as_str()),
+            "{name}"
+        );
+        let top = leakscope_json(&[
+            "top",
+            "--at",
+            "peak",
+            fixture(&format!("scenarios/{name}.pickle"))
+                .to_str()
+                .unwrap(),
+        ]);
+        assert_eq!(top["at"]["live_bytes"].as_u64(), Some(want), "{name}");
+        // Key numbers as the reader sees them.
+        assert!(
+            dom.contains(&leakscope::render::count(want)),
+            "{name}: peak in the DOM"
+        );
+        let shot = shots.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium(
+            &browser,
+            &page,
+            &[format!("--screenshot={}", shot.display())],
+        );
+        let png = std::fs::read(&shot).expect("the screenshot was written");
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 50_000,
+            "{name}: screenshot of {} bytes",
+            png.len()
+        );
+    }
+}
