@@ -87,9 +87,14 @@
       values: function (u, splits) { return splits.map(fmtBytes); }
     };
   }
+  // Events and windows are whole numbers: zoomed in, uPlot would also split at halves,
+  // which rounded would label two ticks alike.
+  var WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5,
+               5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9];
   function eventAxis(label) {
     return {
       label: label,
+      incrs: WHOLE,
       values: function (u, splits) { return splits.map(fmtCount); }
     };
   }
