@@ -489,12 +489,21 @@ const PROGRESS_THRESHOLD: u64 = 64 << 20;
 /// Seconds spent loading, for `LEAKSCOPE_TIMINGS=1` (which prints load and total times
 /// to stderr, so the cost of an analysis can be told from the cost of reading the file).
 static LOAD_SECONDS: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
+/// Whether `load` repeats the loader's warnings on stderr (`summary` prints them itself).
+static WARN_ON_LOAD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 fn load(path: &Path, args: &LoadArgs) -> anyhow::Result<Snapshot> {
     let started = std::time::Instant::now();
     let result = load_inner(path, args);
     if let Ok(mut s) = LOAD_SECONDS.lock() {
         *s += started.elapsed().as_secs_f64();
+    }
+    if let Ok(snap) = &result
+        && WARN_ON_LOAD.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        for w in &snap.warnings {
+            eprintln!("leakscope: warning: {}: {w}", path.display());
+        }
     }
     result
 }
@@ -555,6 +564,9 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let style = Style::detect(std::io::stdout().is_terminal());
+    if matches!(cli.command, Command::Summary { .. }) {
+        WARN_ON_LOAD.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     match cli.command {
         Command::Summary {
             file,

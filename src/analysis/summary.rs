@@ -100,6 +100,10 @@ pub struct DeviceSummary {
     /// Allocations the replay leaves live that the final segments do not hold as such
     /// (none unless the trace wrapped or lost events).
     pub replay_mismatches: u64,
+    /// `alloc` events at an address already live (the trace lost a free).
+    pub double_allocs: u64,
+    /// Events whose `time_us` is earlier than the previous timed event's.
+    pub time_reversals: u64,
     /// Whether this device's trace misses part of the history.
     pub wrapped: bool,
 }
@@ -121,6 +125,12 @@ pub struct TraceInfo {
     pub pre_trace_blocks: u64,
     /// Σ replay mismatches.
     pub replay_mismatches: u64,
+    /// Σ allocs at an address already live.
+    pub double_allocs: u64,
+    /// Σ events whose `time_us` goes backwards.
+    pub time_reversals: u64,
+    /// Alloc/free entries without an address, left out of the traces by the loader.
+    pub events_without_address: u64,
     /// Earliest `time_us`.
     pub first_time_us: Option<i64>,
     /// Latest `time_us`.
@@ -214,23 +224,27 @@ fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
     t
 }
 
-fn time_range(dev: &DeviceView, snap: &Snapshot) -> (Option<i64>, Option<i64>) {
+/// First and last `time_us` of the device's timed events, and how many times the time
+/// went backwards from one timed event to the next.
+fn time_range(dev: &DeviceView, snap: &Snapshot) -> (Option<i64>, Option<i64>, u64) {
     let t = dev.trace;
     let timed: Vec<bool> = snap.metas.iter().map(|m| m.has(flags::TIME)).collect();
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
-    let mut any = false;
+    let mut prev: Option<i64> = None;
+    let mut reversals = 0;
     for (&m, &v) in t.meta.iter().zip(&t.time_us) {
         if timed[m.index()] {
-            any = true;
             lo = lo.min(v);
             hi = hi.max(v);
+            reversals += prev.is_some_and(|p| v < p) as u64;
+            prev = Some(v);
         }
     }
-    if any {
-        (Some(lo), Some(hi))
+    if prev.is_some() {
+        (Some(lo), Some(hi), reversals)
     } else {
-        (None, None)
+        (None, None, 0)
     }
 }
 
@@ -319,7 +333,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let one = |dev: &DeviceView| {
         let t = device_totals(dev, snap);
         let cov = replay::coverage(dev);
-        let (first, last) = time_range(dev, snap);
+        let (first, last, time_reversals) = time_range(dev, snap);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
         DeviceSummary {
@@ -331,6 +345,8 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             unmatched_segment_frees: cov.unmatched_segment_frees,
             pre_trace_blocks: cov.pre_trace_blocks,
             replay_mismatches: cov.mismatches,
+            double_allocs: cov.double_allocs,
+            time_reversals,
             wrapped,
         }
     };
@@ -366,10 +382,14 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         unmatched_segment_frees: devices.iter().map(|d| d.unmatched_segment_frees).sum(),
         pre_trace_blocks: devices.iter().map(|d| d.pre_trace_blocks).sum(),
         replay_mismatches: devices.iter().map(|d| d.replay_mismatches).sum(),
+        double_allocs: devices.iter().map(|d| d.double_allocs).sum(),
+        time_reversals: devices.iter().map(|d| d.time_reversals).sum(),
+        events_without_address: snap.events_without_address,
         first_time_us: devices.iter().filter_map(|d| d.first_time_us).min(),
         last_time_us: devices.iter().filter_map(|d| d.last_time_us).max(),
         has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),
     };
+    let warnings = history_warnings(&trace, &snap.warnings);
     let used_stacks = used_nonempty_stacks(snap);
     let mut used_frames: HashSet<u32> = HashSet::new();
     for s in &used_stacks {
@@ -414,8 +434,36 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         annotations: anns.len() as u64,
         annotation_names,
         top_keys: snap.top_keys.clone(),
-        warnings: snap.warnings.clone(),
+        warnings,
     }
+}
+
+/// The loader's warnings, then what the replay found that an allocator cannot do. Each
+/// says what was assumed, so the numbers that follow can be read for what they are.
+fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
+    let mut w = loader.to_vec();
+    if t.double_allocs > 0 {
+        w.push(format!(
+            "{} allocs at an address already live: the trace lost a free; the earlier \
+             allocation is taken as freed there",
+            t.double_allocs
+        ));
+    }
+    if t.unmatched_frees > 0 {
+        w.push(format!(
+            "{} frees with no earlier allocation in the trace (recording started late or the \
+             ring buffer wrapped): those blocks count as live from the start",
+            t.unmatched_frees
+        ));
+    }
+    if t.time_reversals > 0 {
+        w.push(format!(
+            "{} events have a time_us earlier than the event before them; event order is \
+             kept and time ranges use the extremes",
+            t.time_reversals
+        ));
+    }
+    w
 }
 
 /// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so

@@ -71,6 +71,9 @@ pub(crate) struct Builder {
     recent_raw_metas: [(RawMetaKey, MetaId); 8],
     recent_raw_len: usize,
     field_cache: Vec<u8>,
+    /// Alloc/free entries without an address, and where the first one was.
+    addrless: u64,
+    first_addrless: Option<String>,
     action_cache: FastMap<u64, u8>,
     recent_actions: [(u64, u8); 8],
     frame_scratch: Vec<FrameId>,
@@ -89,6 +92,8 @@ impl Builder {
             last_meta: None,
             recent_raw_metas: [((0, 0, (0, 0), (0, 0)), MetaId(0)); 8],
             recent_raw_len: 0,
+            addrless: 0,
+            first_addrless: None,
             field_cache: Vec::new(),
             action_cache: FastMap::default(),
             recent_actions: [(u64::MAX, 0); 8],
@@ -461,6 +466,15 @@ impl Builder {
                 id
             }
         };
+        if raw.addr.is_none() && action_needs_address(action) {
+            // No replay can place it: counted and reported, not kept. Checked last so
+            // that a field of the wrong type is still an error.
+            self.addrless += 1;
+            if self.first_addrless.is_none() {
+                self.first_addrless = Some(place());
+            }
+            return Ok(());
+        }
         if let Some(t) = self.traces[trace].as_mut() {
             t.push(action, addr, size, time_us, stack, meta);
         }
@@ -1010,11 +1024,30 @@ impl Builder {
             H::Dict(_) => {
                 self.snap.layout = Layout::Dict;
                 let items = Self::dict_items(heap, top, &|| "the top-level dict".into())?;
-                for (k, v) in items {
-                    let key = match heap.as_str(k) {
-                        Some(s) => s.to_owned(),
-                        None => self.owned(heap, k, 0)?.key_string(),
-                    };
+                // Snapshot keys are strings; anything else is some other pickle.
+                if let Some((k, _)) = items.iter().find(|(k, _)| heap.as_str(*k).is_none()) {
+                    return Err(LoadErrorKind::NotASnapshot(format!(
+                        "the top-level dict has a key that is {}, not a string",
+                        type_name(*k)
+                    )));
+                }
+                // A key given twice: the last value counts, as in the dict Python builds.
+                let keep: Vec<bool> = {
+                    let mut last: FastMap<&str, usize> = FastMap::default();
+                    for (i, (k, _)) in items.iter().enumerate() {
+                        last.insert(heap.as_str(*k).unwrap_or(""), i);
+                    }
+                    (0..items.len())
+                        .map(|i| last.get(heap.as_str(items[i].0).unwrap_or("")) == Some(&i))
+                        .collect()
+                };
+                let mut repeated: std::collections::BTreeMap<String, u64> = Default::default();
+                for (i, (k, v)) in items.into_iter().enumerate() {
+                    let key = heap.as_str(k).unwrap_or("").to_owned();
+                    if !keep[i] {
+                        *repeated.entry(key).or_insert(1) += 1;
+                        continue;
+                    }
                     self.snap.top_keys.push(key.clone());
                     match key.as_str() {
                         "segments" => {
@@ -1051,6 +1084,11 @@ impl Builder {
                         }
                     }
                 }
+                for (key, n) in repeated {
+                    self.snap.warnings.push(format!(
+                        "the top-level key `{key}` appears {n} times; the last value is used"
+                    ));
+                }
             }
             other => {
                 return Err(schema(
@@ -1080,6 +1118,15 @@ impl Builder {
                 "the top-level dict has neither `segments` nor `device_traces` (its keys: {})",
                 keys.join(", ")
             )));
+        }
+        if self.addrless > 0 {
+            self.snap.events_without_address = self.addrless;
+            self.snap.warnings.push(format!(
+                "{} alloc/free trace entries without an address were left out of the trace \
+                 (the first: {})",
+                self.addrless,
+                self.first_addrless.as_deref().unwrap_or("?")
+            ));
         }
         let unknown: Vec<_> = (Action::KNOWN.len()..self.snap.actions.len())
             .map(|i| self.snap.actions.name(Action(i as u8)).to_string())
@@ -1124,6 +1171,20 @@ fn short_str_key(s: Option<&str>) -> (u64, u64) {
         }
     }
     (lo, hi)
+}
+
+/// Actions whose meaning is an address: without one, the event cannot be replayed.
+fn action_needs_address(a: Action) -> bool {
+    matches!(
+        a,
+        Action::ALLOC
+            | Action::FREE_REQUESTED
+            | Action::FREE_COMPLETED
+            | Action::SEGMENT_ALLOC
+            | Action::SEGMENT_FREE
+            | Action::SEGMENT_MAP
+            | Action::SEGMENT_UNMAP
+    )
 }
 
 /// Replaces stack tickets by interned ids everywhere the model holds a stack.

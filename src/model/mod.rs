@@ -225,6 +225,10 @@ pub struct Snapshot {
     pub extra: Extra,
     /// Things the loader skipped or could not interpret, counted, never silent.
     pub warnings: Vec<String>,
+    /// Trace entries of allocs and frees that had no address: left out of the traces
+    /// (no replay can place them), counted here and in a warning.
+    #[serde(default)]
+    pub events_without_address: u64,
 }
 
 /// A view of one device: its segments and its trace.

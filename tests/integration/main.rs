@@ -1,5 +1,6 @@
 //! The one integration-test binary (ripgrep's habit): each module covers one area.
 
+mod adversarial;
 mod attribution;
 mod check;
 mod cli;
@@ -8,6 +9,7 @@ mod corpus;
 mod encodings;
 mod graphs;
 mod leaks;
+mod memory;
 mod oom;
 mod ranks;
 mod report;

@@ -1,0 +1,160 @@
+//! The loader's memory is bounded by the input, whatever the input claims. A counting
+//! allocator (for this test binary) measures the peak bytes allocated by the calling
+//! thread while it loads, single-threaded, each of a set of inputs built to be as costly
+//! per byte as the pickle format allows, plus the shipped fixtures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use leakscope::{LoadOptions, load_bytes};
+
+use crate::common::*;
+
+struct Counting;
+
+thread_local! {
+    // Bytes allocated by this thread and not yet freed, and the peak since the last reset.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn note(delta: isize) {
+    // `try_with`: allocations during thread teardown find the slots gone.
+    let _ = LIVE.try_with(|l| {
+        let v = l.get() + delta;
+        l.set(v);
+        let _ = PEAK.try_with(|p| {
+            if v > p.get() {
+                p.set(v)
+            }
+        });
+    });
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; only counts are kept.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size() as isize);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(-(layout.size() as isize));
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size() as isize);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size as isize - layout.size() as isize);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// Peak bytes this thread held above its level at the start, while loading `data`.
+fn peak_while_loading(data: &[u8]) -> usize {
+    let base = LIVE.with(|l| l.get());
+    PEAK.with(|p| p.set(base));
+    let opts = LoadOptions {
+        threads: false,
+        ..LoadOptions::default()
+    };
+    let result = load_bytes(data, opts);
+    drop(result);
+    (PEAK.with(|p| p.get()) - base).max(0) as usize
+}
+
+/// `n` repetitions of `unit` after a protocol-4 header, closed by STOP.
+fn repeated(head: &[u8], unit: &[u8], n: usize, tail: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x80, 4];
+    v.extend_from_slice(head);
+    for _ in 0..n {
+        v.extend_from_slice(unit);
+    }
+    v.extend_from_slice(tail);
+    v.push(b'.');
+    v
+}
+
+/// The most bytes the loader may hold per input byte, and the fixed allowance on top.
+const PER_BYTE: usize = 64;
+const FIXED: usize = 16 << 20;
+
+#[test]
+fn loader_memory_is_a_small_multiple_of_the_input() {
+    const N: usize = 400_000;
+    let crafted: Vec<(&str, Vec<u8>)> = vec![
+        ("empty lists", repeated(b"", b"]", N, b"")),
+        ("empty dicts", repeated(b"", b"}", N, b"")),
+        ("empty tuples", repeated(b"", b")", N, b"")),
+        ("marks", repeated(b"", b"(", N, b"")),
+        ("Nones", repeated(b"", b"N", N, b"")),
+        ("memoized Nones", repeated(b"", b"N\x94", N, b"")),
+        ("memo gets", repeated(b"N\x94", b"h\x00", N, b"")),
+        ("empty strings", repeated(b"", b"\x8c\x00", N, b"")),
+        ("memoized strings", repeated(b"", b"\x8c\x00\x94", N, b"")),
+        ("list items", repeated(b"](", b"N", N, b"e")),
+        ("dict items", repeated(b"}(", b"K\x01N", N, b"u")),
+        ("nested lists", repeated(b"", b"](", N, b"")),
+        (
+            "shared list doubled",
+            repeated(b"]\x94", b"h\x00h\x00\x86\x94", N / 8, b""),
+        ),
+        (
+            "big ints",
+            repeated(
+                b"",
+                b"\x8a\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f",
+                N / 16,
+                b"",
+            ),
+        ),
+        (
+            "4 GiB string claim",
+            b"\x80\x04X\xff\xff\xff\xffab.".to_vec(),
+        ),
+        (
+            "2^60 frame claim",
+            b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x10N.".to_vec(),
+        ),
+        ("far memo put", b"\x80\x04Nr\xff\xff\xff\x7f.".to_vec()),
+    ];
+    let mut inputs = crafted;
+    for rel in [
+        "encodings/tiny_protocol4.pickle",
+        "encodings/tiny_cpp_pickler.pickle",
+        "encodings/tiny.json",
+        "scenarios/pp_last_stage_recv_pinned.pickle",
+        "scenarios/control_no_leak.pickle",
+    ] {
+        inputs.push((rel, std::fs::read(fixture(rel)).expect("fixture")));
+    }
+    let mut worst = (0.0f64, "");
+    let mut report = Vec::new();
+    for (name, data) in &inputs {
+        let peak = peak_while_loading(data);
+        let ratio = peak as f64 / data.len() as f64;
+        report.push(format!(
+            "{name}: {} B in, peak {peak} B ({ratio:.1}x)",
+            data.len()
+        ));
+        if data.len() > 100_000 && ratio > worst.0 {
+            worst = (ratio, name);
+        }
+        assert!(
+            peak <= PER_BYTE * data.len() + FIXED,
+            "{name}: {} input bytes, {peak} bytes held at the peak\n{}",
+            data.len(),
+            report.join("\n")
+        );
+    }
+    eprintln!(
+        "loader memory (worst {:.1}x on {}):\n{}",
+        worst.0,
+        worst.1,
+        report.join("\n")
+    );
+}
