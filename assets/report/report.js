@@ -120,6 +120,13 @@
   if (data && typeof uPlot !== "undefined") {
     chart("timeline", function (el) {
       var t = data.timeline;
+      if (!t.events.length) {
+        el.textContent = "No trace events on this device: the file holds only its final " +
+          "state (see what holds memory at the end, below).";
+        document.getElementById("timeline-peak").textContent = "no trace";
+        drawn--; // a message, not a chart
+        return;
+      }
       var peak = 0, peakAt = null;
       for (var i = 0; i < t.live.length; i++) {
         if (t.live[i] > peak) { peak = t.live[i]; peakAt = t.events[i]; }
@@ -152,7 +159,7 @@
 
     chart("sites", function (el) {
       var s = data.sites;
-      if (!s.events.length) { el.textContent = "No events."; return; }
+      if (!s.events.length) { el.textContent = "No trace events."; drawn--; return; }
       var raw = s.sites.map(function (x) { return x.bytes; });
       var names = s.sites.map(function (x) { return x.key; });
       raw.push(s.other);

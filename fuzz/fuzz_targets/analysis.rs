@@ -10,9 +10,13 @@ use leakscope::windows::{WindowSpec, windows};
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    let Some(snap) = common::load(data) else { return };
+    let Some(snap) = common::load(data) else {
+        return;
+    };
     let _ = summary::summarize(&snap, "fuzz");
-    let Ok(spec) = WindowSpec::parse("auto") else { return };
+    let Ok(spec) = WindowSpec::parse("auto") else {
+        return;
+    };
     for dev in snap.devices() {
         let rep = leakscope::replay::replay(&dev);
         let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());

@@ -315,3 +315,83 @@ fn reports_open_in_headless_chromium_without_errors() {
         );
     }
 }
+
+/// Every real snapshot's report opens cleanly too (files without traces, OOM dumps,
+/// torch_npu, several devices), and its timeline peak is `top --at peak`'s.
+#[test]
+fn corpus_reports_open_in_headless_chromium() {
+    let Some(corpus) = corpus("corpus_reports_open_in_headless_chromium") else {
+        return;
+    };
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("LEAKSCOPE_REQUIRE_BROWSER").is_none(),
+            "LEAKSCOPE_REQUIRE_BROWSER is set but no Chromium was found"
+        );
+        eprintln!("corpus_reports_open_in_headless_chromium: skipped (no chromium)");
+        return;
+    };
+    let dir = out_dir("report-corpus");
+    let mut files: Vec<PathBuf> = Vec::new();
+    for sub in ["cuda", "torch_npu"] {
+        if let Ok(rd) = std::fs::read_dir(corpus.join(sub)) {
+            files.extend(rd.filter_map(|e| e.ok().map(|e| e.path())));
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 18, "{} files", files.len());
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let page = dir.join(format!("{name}.html"));
+        let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+            .arg("report")
+            .arg(f)
+            .arg("-o")
+            .arg(&page)
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
+        let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "{name}: {}", console.join("\n"));
+        assert_eq!(
+            attr_of(&dom, "ls-status", "data-ready"),
+            Some("1"),
+            "{name}"
+        );
+        assert_eq!(
+            attr_of(&dom, "ls-status", "data-errors"),
+            Some("0"),
+            "{name}"
+        );
+        let data = embedded_data(&std::fs::read_to_string(&page).unwrap());
+        if data["timeline"]["events"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+        {
+            let device = data["device"].to_string();
+            let top = leakscope_json(&[
+                "top",
+                "--at",
+                "peak",
+                "--device",
+                &device,
+                f.to_str().unwrap(),
+            ]);
+            let peak = top["at"]["live_bytes"].as_u64().unwrap();
+            // The page's own maximum equals `top --at peak` unless the peak is the state
+            // before the first event (then no event reaches it).
+            if top["at"]["event_index"].is_u64() {
+                assert_eq!(
+                    attr_of(&dom, "timeline-peak", "data-bytes"),
+                    Some(peak.to_string().as_str()),
+                    "{name}"
+                );
+            }
+        }
+    }
+}
