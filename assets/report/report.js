@@ -194,16 +194,14 @@
     });
 
     chart("growth", function (el) {
-      var sus = data.leaks.suspects.slice(0, PALETTE.length);
-      if (!sus.length) return;
-      var n = sus[0].survivors_per_window.length;
-      var xs = [];
-      for (var w = 0; w < n; w++) xs.push(w);
-      var series = [{ label: "window", value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
-      sus.forEach(function (g, i) {
+      var g = data.growth;
+      if (!g.lines.length) return;
+      var series = [{ label: g.windows_per_point > 1 ? "windows from" : "window",
+                      value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
+      g.lines.forEach(function (line, i) {
         series.push({
-          label: g.kind + ": " + (g.key.length > 50 ? "…" + g.key.slice(-49) : g.key),
-          stroke: PALETTE[i], width: 1.5, points: { show: n <= 400 },
+          label: line.kind + ": " + (line.key.length > 50 ? "…" + line.key.slice(-49) : line.key),
+          stroke: PALETTE[i % PALETTE.length], width: 1.5, points: { show: g.windows.length <= 400 },
           value: function (u, v) { return fmtBytes(v); }
         });
       });
@@ -212,8 +210,10 @@
         scales: { x: { time: false }, y: { range: fromZero } },
         cursor: { drag: { x: true, y: false } },
         series: series,
-        axes: [eventAxis("window"), bytesAxis()]
-      }, [xs].concat(sus.map(function (g) { return g.survivors_per_window; })), el);
+        axes: [eventAxis(g.windows_per_point > 1
+                 ? "window (each point: the largest of " + g.windows_per_point + " windows)"
+                 : "window"), bytesAxis()]
+      }, [g.windows].concat(g.lines.map(function (l) { return l.bytes; })), el);
     });
 
     var resizeTimer = null;

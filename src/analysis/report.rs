@@ -29,6 +29,12 @@ pub struct ReportOptions {
     pub top_rows: usize,
     /// Window boundaries drawn on the timeline at most (evenly thinned beyond).
     pub max_marked_windows: usize,
+    /// Suspects drawn in the growth chart.
+    pub growth_lines: usize,
+    /// Points of the growth chart at most (windows are bucketed beyond).
+    pub growth_points: usize,
+    /// Rows of the leak tables kept (suspects, and other growing sites).
+    pub leak_rows: usize,
 }
 
 impl Default for ReportOptions {
@@ -39,6 +45,9 @@ impl Default for ReportOptions {
             site_samples: 600,
             top_rows: 25,
             max_marked_windows: 500,
+            growth_lines: 9,
+            growth_points: 2000,
+            leak_rows: 200,
         }
     }
 }
@@ -67,6 +76,80 @@ pub struct WindowMarks {
     pub names: Vec<String>,
 }
 
+/// Survivor bytes per window of the first suspects, for the growth chart. Beyond
+/// `growth_points` windows, consecutive windows are bucketed and each bucket shows its
+/// largest window, so a window that grew is never averaged away.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GrowthChart {
+    /// First window of each point.
+    pub windows: Vec<u64>,
+    /// Windows per point (1 unless bucketed).
+    pub windows_per_point: u64,
+    /// One line per suspect, in the leak table's order.
+    pub lines: Vec<GrowthLine>,
+}
+
+/// One suspect's line in [`GrowthChart`].
+#[derive(Clone, Debug, Serialize)]
+pub struct GrowthLine {
+    /// The site's key.
+    pub key: String,
+    /// `leak` or `retained`.
+    pub kind: &'static str,
+    /// Survivor bytes per point.
+    pub bytes: Vec<u64>,
+}
+
+fn growth_chart(report: &leaks::LeakReport, opts: &ReportOptions) -> GrowthChart {
+    let n = report
+        .suspects
+        .first()
+        .map_or(0, |g| g.survivors_per_window.len());
+    let per = n.div_ceil(opts.growth_points.max(1)).max(1);
+    GrowthChart {
+        windows: (0..n).step_by(per).map(|w| w as u64).collect(),
+        windows_per_point: per as u64,
+        lines: report
+            .suspects
+            .iter()
+            .take(opts.growth_lines)
+            .map(|g| GrowthLine {
+                key: g.key.clone(),
+                kind: g.kind,
+                bytes: bucket_max(&g.survivors_per_window, per),
+            })
+            .collect(),
+    }
+}
+
+/// The largest value of each run of `per` consecutive values.
+fn bucket_max(v: &[u64], per: usize) -> Vec<u64> {
+    v.chunks(per.max(1))
+        .map(|c| c.iter().copied().max().unwrap_or(0))
+        .collect()
+}
+
+/// Keeps the page's size bounded whatever the trace: per-window series are in the growth
+/// chart (bucketed), and the other growing sites keep no stacks or addresses (their rows
+/// show only the site). Counts of what was left out are kept.
+fn trim_for_page(report: &mut leaks::LeakReport, rows: usize) -> (u64, u64) {
+    let dropped = (
+        report.suspects.len().saturating_sub(rows) as u64,
+        report.warmup.len().saturating_sub(rows) as u64,
+    );
+    report.suspects.truncate(rows);
+    report.warmup.truncate(rows);
+    for g in &mut report.suspects {
+        g.survivors_per_window = Vec::new();
+    }
+    for g in &mut report.warmup {
+        g.survivors_per_window = Vec::new();
+        g.stack = Vec::new();
+        g.example_addresses = Vec::new();
+    }
+    dropped
+}
+
 /// Everything the report shows.
 #[derive(Debug, Serialize)]
 pub struct ReportData {
@@ -90,8 +173,13 @@ pub struct ReportData {
     pub windows: WindowMarks,
     /// The largest sites over time.
     pub sites: SiteSeries,
-    /// The leak finder's report.
+    /// The leak finder's report (trimmed: see `leak_rows_left_out`; the per-window
+    /// series are in `growth`).
     pub leaks: leaks::LeakReport,
+    /// Survivor bytes per window of the first suspects.
+    pub growth: GrowthChart,
+    /// Suspects and other growing sites beyond the page's rows (`leaks` lists them all).
+    pub leak_rows_left_out: (u64, u64),
     /// `top` at the peak.
     pub top_peak: top::TopReport,
     /// `top` at the end.
@@ -115,7 +203,9 @@ pub fn report(
 ) -> ReportData {
     let device = replay.device;
     let summary = summary::summarize(snap, file);
-    let leaks = leaks::leaks(replay, windows, attr, &leaks::LeakOptions::default());
+    let mut leaks = leaks::leaks(replay, windows, attr, &leaks::LeakOptions::default());
+    let growth = growth_chart(&leaks, opts);
+    let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
     let peak =
         top::resolve(snap, replay, top::At::Peak).unwrap_or_else(|_| unreachable_point(replay));
     let end =
@@ -167,6 +257,8 @@ pub fn report(
         },
         sites: site_series(replay, attr, opts.top_sites, opts.site_samples),
         leaks,
+        growth,
+        leak_rows_left_out,
         top_peak,
         top_end,
         oom,
@@ -182,5 +274,20 @@ fn unreachable_point(replay: &Replay) -> top::Point {
         event_index: None,
         time_us: None,
         live_bytes: replay.initial_live,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket_max;
+
+    #[test]
+    fn buckets_keep_their_largest_window() {
+        let v = [0, 5, 0, 0, 7, 1, 0];
+        assert_eq!(bucket_max(&v, 1), v.to_vec());
+        assert_eq!(bucket_max(&v, 2), vec![5, 0, 7, 0]);
+        assert_eq!(bucket_max(&v, 3), vec![5, 7, 0]);
+        assert_eq!(bucket_max(&v, 10), vec![7]);
+        assert!(bucket_max(&[], 4).is_empty());
     }
 }

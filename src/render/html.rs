@@ -209,7 +209,7 @@ fn cards(h: &mut String, d: &ReportData) {
         ),
         None,
     );
-    let suspects = d.leaks.suspects.len();
+    let suspects = d.leaks.suspects.len() as u64 + d.leak_rows_left_out.0;
     card(
         "card-suspects",
         "Leak suspects",
@@ -346,12 +346,22 @@ fn leaks_section(h: &mut String, d: &ReportData) {
         let _ = write!(
             h,
             "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight)</summary><table id=\"others\">{head}<tbody>",
-            l.warmup.len()
+            count(l.warmup.len() as u64 + d.leak_rows_left_out.1)
         );
         for g in &l.warmup {
             growth_row(h, g);
         }
         h.push_str("</tbody></table></details>");
+    }
+    let (sus_out, other_out) = d.leak_rows_left_out;
+    if sus_out + other_out > 0 {
+        let _ = write!(
+            h,
+            "<p class=\"hint\">{} more suspects and {} more growing sites are not shown here; \
+             <code>leakscope leaks</code> lists them all.</p>",
+            count(sus_out),
+            count(other_out)
+        );
     }
     h.push_str("</section>\n");
 }
