@@ -15,6 +15,11 @@ use leakscope::windows::WindowSpec;
 use leakscope::{LoadError, LoadOptions, Snapshot};
 use regex::Regex;
 
+mod huge_pages;
+
+#[global_allocator]
+static ALLOCATOR: huge_pages::HugePageHint = huge_pages::HugePageHint;
+
 /// Reads PyTorch CUDA / torch_npu memory snapshots and says what holds GPU memory.
 #[derive(Parser)]
 #[command(name = "leakscope", version, about, long_about = None)]
