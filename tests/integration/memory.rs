@@ -80,7 +80,7 @@ fn repeated(head: &[u8], unit: &[u8], n: usize, tail: &[u8]) -> Vec<u8> {
 }
 
 /// The most bytes the loader may hold per input byte, and the fixed allowance on top.
-const PER_BYTE: usize = 64;
+const PER_BYTE: usize = 80;
 const FIXED: usize = 16 << 20;
 
 #[test]
