@@ -395,3 +395,83 @@ fn corpus_reports_open_in_headless_chromium() {
         }
     }
 }
+
+/// Frame names come from the snapshot, which may come from anyone: in the page they are
+/// text, never markup or script.
+#[test]
+fn hostile_frame_names_stay_text() {
+    let evil_name =
+        "</script><script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">";
+    let frames = serde_json::json!([
+        {"filename": "evil.py", "line": 1, "name": evil_name},
+        {"filename": "train.py", "line": 2, "name": "step"}
+    ]);
+    let mut trace = Vec::new();
+    for i in 0..8u64 {
+        // Eight windows, each leaving one 1 MiB block behind: a suspect named evil_name.
+        trace.push(
+            serde_json::json!({"action": "alloc", "addr": 0x100000 * (i + 1), "size": 1 << 20,
+            "stream": 0, "time_us": i * 10, "frames": frames}),
+        );
+        trace.push(
+            serde_json::json!({"action": "alloc", "addr": 0x9000000 + i, "size": 512,
+            "stream": 0, "time_us": i * 10 + 1, "frames": frames}),
+        );
+        trace.push(
+            serde_json::json!({"action": "free_completed", "addr": 0x9000000 + i, "size": 512,
+            "stream": 0, "time_us": i * 10 + 2, "frames": frames}),
+        );
+    }
+    let snap = serde_json::json!({"segments": [], "device_traces": [trace]});
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("evil.json");
+    std::fs::write(&input, serde_json::to_vec(&snap).unwrap()).unwrap();
+    let page = dir.path().join("evil.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(["report", "--windows", "every:3"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The data element holds the name as JSON text (inert there: only `</script` could end
+    // the element, and that is written `<\/script`); everywhere else it must be escaped.
+    let open = "<script type=\"application/json\" id=\"ls-data\">";
+    let start = html.find(open).unwrap() + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    assert!(
+        !html[start..end].contains("</script"),
+        "the data element ends early"
+    );
+    let outside = format!("{}{}", &html[..start], &html[end..]);
+    assert!(
+        !outside.contains("<script>window.__pwned"),
+        "unescaped script"
+    );
+    assert!(!outside.contains("<img src=x"), "unescaped markup");
+    // It is there, as text.
+    assert!(
+        html.contains("&lt;img src=x onerror="),
+        "the name is shown escaped"
+    );
+    let data = embedded_data(&html);
+    assert!(
+        data.to_string().contains("window.__pwned=1"),
+        "and kept in the data"
+    );
+    if let Some(browser) = chromium() {
+        let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
+        assert!(!log.contains(":CONSOLE"), "{log}");
+        assert_eq!(attr_of(&dom, "ls-status", "data-errors"), Some("0"));
+        assert!(
+            !dom.contains("<img src=\"x\""),
+            "an img element was created"
+        );
+    }
+}
