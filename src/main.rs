@@ -318,6 +318,15 @@ fn pick_device(snap: &Snapshot, asked: Option<i64>) -> anyhow::Result<i64> {
     }
 }
 
+/// The device asked for, else the one with an OOM (else the default): where `oom` and
+/// `report` look.
+fn oom_or_picked_device(snap: &Snapshot, asked: Option<i64>) -> anyhow::Result<i64> {
+    match asked {
+        Some(_) => pick_device(snap, asked),
+        None => Ok(oom::oom_device(snap)),
+    }
+}
+
 /// The allocations live at a point, ready to attribute.
 struct Live {
     snap: Snapshot,
@@ -640,22 +649,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let (by, filters) = attr.options()?;
             let snap = load(&file, &la)?;
-            let d = match win.device {
-                Some(_) => pick_device(&snap, win.device)?,
-                None => oom::oom_device(&snap),
-            };
+            let d = oom_or_picked_device(&snap, win.device)?;
             let dev = device_view(&snap, d);
             let rep = leakscope::replay::replay(&dev);
             let mut attributor = Attributor::new(&snap, by, &filters);
             let w = windows_of(&snap, d, &win, &attributor)?;
-            let before = oom::windows_before(&w, &rep);
-            let lr = leaks::leaks(
-                &rep,
-                &before,
-                &mut attributor,
-                &leaks::LeakOptions::default(),
-            );
-            let report = oom::explain(&snap, &dev, &rep, &mut attributor, &lr);
+            let report = oom::explain_with_growth(&snap, &dev, &rep, &w, &mut attributor);
             emit(json, &report, |r| render::oom::text(r, style))
         }
         Command::Segments {
@@ -823,10 +822,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let (by, filters) = attr.options()?;
             let snap = load(&file, &la)?;
-            let d = match win.device {
-                Some(_) => pick_device(&snap, win.device)?,
-                None => analysis::oom::oom_device(&snap),
-            };
+            let d = oom_or_picked_device(&snap, win.device)?;
             let rep = replay_device(&snap, d);
             let mut attributor = Attributor::new(&snap, by, &filters);
             let w = windows_of(&snap, d, &win, &attributor)?;
@@ -838,7 +834,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &mut attributor,
                 &analysis::report::ReportOptions::default(),
             );
-            drop(attributor);
             let data_json = serde_json::to_string(&data)?;
             if json {
                 return write_stdout(&(data_json + "\n"));

@@ -10,3 +10,16 @@ pub fn load(data: &[u8]) -> Option<Snapshot> {
     };
     load_bytes(data, opts).ok()
 }
+
+/// Loads `data` as it is when `ready` (it already starts the way the target's reader
+/// wants), else behind `prefix`, so that every input reaches that reader.
+#[allow(dead_code)] // not every target needs it
+pub fn load_behind(data: &[u8], ready: bool, prefix: &[u8]) -> Option<Snapshot> {
+    if ready {
+        return load(data);
+    }
+    let mut v = Vec::with_capacity(prefix.len() + data.len());
+    v.extend_from_slice(prefix);
+    v.extend_from_slice(data);
+    load(&v)
+}

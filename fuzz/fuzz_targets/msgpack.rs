@@ -7,13 +7,7 @@ mod common;
 
 fuzz_target!(|data: &[u8]| {
     use leakscope::load::cache::{MAGIC, VERSION};
-    if data.starts_with(MAGIC) {
-        common::load(data);
-    } else {
-        let mut v = Vec::with_capacity(data.len() + MAGIC.len() + 1);
-        v.extend_from_slice(MAGIC);
-        v.push(VERSION);
-        v.extend_from_slice(data);
-        common::load(&v);
-    }
+    let mut prefix = MAGIC.to_vec();
+    prefix.push(VERSION);
+    common::load_behind(data, data.starts_with(MAGIC), &prefix);
 });

@@ -6,12 +6,5 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    if data.first() == Some(&0x80) {
-        common::load(data);
-    } else {
-        let mut v = Vec::with_capacity(data.len() + 2);
-        v.extend_from_slice(b"\x80\x04");
-        v.extend_from_slice(data);
-        common::load(&v);
-    }
+    common::load_behind(data, data.first() == Some(&0x80), b"\x80\x04");
 });

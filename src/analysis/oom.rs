@@ -117,6 +117,20 @@ fn round_block(size: u64) -> u64 {
     size.max(1).div_ceil(512) * 512
 }
 
+/// [`explain`] with the leak finder run over the windows before the failure, as `oom`
+/// and `report` both want it.
+pub fn explain_with_growth(
+    snap: &Snapshot,
+    dev: &DeviceView,
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> OomReport {
+    let before = windows_before(windows, replay);
+    let growth = super::leaks::leaks(replay, &before, attr, &super::leaks::LeakOptions::default());
+    explain(snap, dev, replay, attr, &growth)
+}
+
 /// Explains the first `oom` event of `dev` (or its end state when it has none). `leaks`
 /// is the leak finder's report over the windows before the failure.
 pub fn explain(

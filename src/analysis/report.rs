@@ -206,10 +206,8 @@ pub fn report(
     let mut leaks = leaks::leaks(replay, windows, attr, &leaks::LeakOptions::default());
     let growth = growth_chart(&leaks, opts);
     let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
-    let peak =
-        top::resolve(snap, replay, top::At::Peak).unwrap_or_else(|_| unreachable_point(replay));
-    let end =
-        top::resolve(snap, replay, top::At::End).unwrap_or_else(|_| unreachable_point(replay));
+    let peak = top::point_after(snap, replay, top::At::Peak, replay.peak().0);
+    let end = top::point_after(snap, replay, top::At::End, replay.last_event());
     let top_peak = top::top(replay, peak.clone(), attr, opts.top_rows);
     let top_end = top::top(replay, end, attr, opts.top_rows);
     let peak_tree = tree::tree(replay, peak.clone(), attr);
@@ -219,11 +217,7 @@ pub fn report(
         snap.devices()
             .iter()
             .find(|d| d.device == device)
-            .map(|dev| {
-                let before = oom::windows_before(windows, replay);
-                let lr = leaks::leaks(replay, &before, attr, &leaks::LeakOptions::default());
-                oom::explain(snap, dev, replay, attr, &lr)
-            })
+            .map(|dev| oom::explain_with_growth(snap, dev, replay, windows, attr))
     };
     let marker = |i: u32| Marker {
         event_index: i,
@@ -263,17 +257,6 @@ pub fn report(
         top_end,
         oom,
         peak_tree,
-    }
-}
-
-/// `resolve` fails only for points given by the user (an event past the end); the peak and
-/// the end always resolve. Kept total rather than panicking all the same.
-fn unreachable_point(replay: &Replay) -> top::Point {
-    top::Point {
-        kind: "end",
-        event_index: None,
-        time_us: None,
-        live_bytes: replay.initial_live,
     }
 }
 

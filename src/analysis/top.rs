@@ -106,16 +106,23 @@ pub fn resolve(snap: &Snapshot, replay: &Replay, at: At) -> Result<Point, String
                     .map(|i| i as u32)
             }
         };
+    Ok(point_after(snap, replay, at, idx))
+}
+
+/// The point after event `idx` (`None`: before the first event), named as `at`. The peak
+/// and the end always exist: `point_after(snap, r, At::Peak, r.peak().0)`.
+pub fn point_after(snap: &Snapshot, replay: &Replay, at: At, idx: Option<u32>) -> Point {
+    let trace = snap.trace(replay.device);
     let time_us = idx
         .map(|i| i as usize)
         .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
         .map(|i| trace.time_us[i]);
-    Ok(Point {
+    Point {
         kind: at.kind(),
         event_index: idx,
         time_us,
         live_bytes: replay.live_after(idx),
-    })
+    }
 }
 
 /// Where a site is.

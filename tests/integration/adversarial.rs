@@ -5,9 +5,7 @@
 //! never a panic and never a silent drop. Expected counts are worked out by hand from the
 //! events written here.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use leakscope::{LoadOptions, Snapshot, load_bytes};
+use crate::common::*;
 
 /// A pickled value, written as CPython's protocol 4 writes it (without memoization).
 #[derive(Clone, Debug)]
@@ -123,23 +121,13 @@ fn with(mut e: Vec<(P, P)>, key: &str, v: Option<P>) -> Vec<(P, P)> {
     e
 }
 
-fn try_load(bytes: &[u8]) -> Result<Snapshot, String> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        load_bytes(bytes, LoadOptions::default())
-    })) {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err("PANIC".into()),
-    }
-}
-
-fn error_of(bytes: &[u8]) -> String {
-    match try_load(bytes) {
-        Ok(_) => panic!("expected an error"),
-        Err(e) => {
-            assert_ne!(e, "PANIC");
-            e
-        }
-    }
+/// Whether a summary's warnings mention `needle`.
+fn warned(j: &serde_json::Value, needle: &str) -> bool {
+    j["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .any(|w| w.as_str().is_some_and(|w| w.contains(needle)))
 }
 
 fn summary(bytes: &[u8]) -> serde_json::Value {
@@ -176,7 +164,7 @@ fn wrong_types_in_every_trace_field_are_errors_naming_the_entry() {
     for (field, value, want) in cases {
         let bad = with(ev("alloc", 8192, 512, 11), field, Some(value.clone()));
         let bytes = snapshot(vec![good(), bad, good()]);
-        let e = error_of(&bytes);
+        let e = err_of(&bytes);
         assert!(e.contains(want), "{field} = {value:?}: {e}");
         assert!(
             e.contains("trace entry 1"),
@@ -188,7 +176,7 @@ fn wrong_types_in_every_trace_field_are_errors_naming_the_entry() {
 #[test]
 fn missing_keys_are_errors_or_counted() {
     // No action: nothing can be done with the entry.
-    let e = error_of(&snapshot(vec![with(ev("alloc", 1, 2, 3), "action", None)]));
+    let e = err_of(&snapshot(vec![with(ev("alloc", 1, 2, 3), "action", None)]));
     assert!(
         e.contains("`action`") && e.contains("device_traces[0][0]"),
         "{e}"
@@ -200,14 +188,7 @@ fn missing_keys_are_errors_or_counted() {
         ev("alloc", 8192, 512, 2),
     ]));
     assert_eq!(j["trace"]["events_without_address"], 1, "{j:#}");
-    assert!(
-        j["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w.as_str().unwrap().contains("without an address")),
-        "{j:#}"
-    );
+    assert!(warned(&j, "without an address"), "{j:#}");
     // No size, no stream, no time, no frames: all optional in real files.
     let j = summary(&snapshot(vec![vec![
         (s("action"), s("alloc")),
@@ -215,7 +196,7 @@ fn missing_keys_are_errors_or_counted() {
     ]]));
     assert_eq!(j["totals"]["trace_events"], 1);
     // A top level with neither segments nor traces is not a snapshot.
-    let e = error_of(&pickle(&P::Dict(vec![(s("model"), s("resnet"))])));
+    let e = err_of(&pickle(&P::Dict(vec![(s("model"), s("resnet"))])));
     assert!(e.contains("neither `segments` nor `device_traces`"), "{e}");
 }
 
@@ -245,14 +226,7 @@ fn duplicated_keys_keep_the_last_value_as_python_does() {
     ]);
     let j = summary(&pickle(&top));
     assert_eq!(j["totals"]["trace_events"], 2, "{j:#}");
-    assert!(
-        j["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w.as_str().unwrap().contains("device_traces")),
-        "{j:#}"
-    );
+    assert!(warned(&j, "device_traces"), "{j:#}");
 }
 
 #[test]
@@ -287,7 +261,7 @@ fn integers_wider_than_any_field_are_errors_with_the_offset() {
             P::Dict(vec![(s("max_split_size"), P::Long(vec![0xff; 40]))]),
         ),
     ]);
-    let e = error_of(&pickle(&top));
+    let e = err_of(&pickle(&top));
     assert!(e.contains("too large") && e.contains("byte"), "{e}");
 }
 
@@ -309,17 +283,8 @@ fn impossible_histories_are_counted_and_reported() {
     assert_eq!(t["double_allocs"], 1, "{j:#}");
     assert_eq!(t["unmatched_frees"], 1, "{j:#}");
     assert_eq!(t["time_reversals"], 2, "{j:#}");
-    let warnings: Vec<&str> = j["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_str().unwrap())
-        .collect();
     for needle in ["already live", "time_us", "no earlier allocation"] {
-        assert!(
-            warnings.iter().any(|w| w.contains(needle)),
-            "{needle}: {warnings:?}"
-        );
+        assert!(warned(&j, needle), "{needle}: {:#}", j["warnings"]);
     }
     // The analyses still run on the rest: live bytes at the end are 50 + 70 + 30; the
     // second free of 4096 is read as a block from before the trace (200 bytes live from
@@ -336,10 +301,10 @@ fn impossible_histories_are_counted_and_reported() {
 #[test]
 fn memo_cycles_are_errors() {
     // ] MEMOIZE ( h\x00 e .  : a list appended to itself
-    let e = error_of(b"\x80\x04]\x94(h\x00e.");
+    let e = err_of(b"\x80\x04]\x94(h\x00e.");
     assert!(!e.is_empty());
     // A dict whose value is itself, under `device_traces`.
-    let e = error_of(b"\x80\x04}\x94(\x8c\x0ddevice_traces\x94h\x00u.");
+    let e = err_of(b"\x80\x04}\x94(\x8c\x0ddevice_traces\x94h\x00u.");
     assert!(e.contains("device_traces") || e.contains("itself"), "{e}");
 }
 
@@ -356,7 +321,7 @@ fn lengths_past_the_end_are_errors_with_the_offset() {
         b"\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7f]",  // FRAME
     ];
     for c in cases {
-        let e = error_of(c);
+        let e = err_of(c);
         assert!(e.contains("byte"), "{c:?}: {e}");
     }
 }

@@ -15,6 +15,27 @@ pub fn fixture(rel: &str) -> PathBuf {
     root().join("fixtures").join(rel)
 }
 
+/// Loads bytes; `Err("PANIC")` if the loader panicked, else its message on failure.
+pub fn try_load(bytes: &[u8]) -> Result<Snapshot, String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        leakscope::load_bytes(bytes, LoadOptions::default())
+    })) {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err("PANIC".into()),
+    }
+}
+
+/// The loader's error message for bytes that must not load (and must not panic).
+pub fn err_of(bytes: &[u8]) -> String {
+    match try_load(bytes) {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => {
+            assert_ne!(e, "PANIC");
+            e
+        }
+    }
+}
+
 /// Loads a file, panicking with the loader's message on failure.
 pub fn load(path: &Path) -> Snapshot {
     leakscope::load_path(path, LoadOptions::default())

@@ -16,21 +16,28 @@ fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Writes the report of scenario `name` and returns its path and text.
-fn write_report(name: &str) -> (PathBuf, String) {
-    let html = out_dir("report-tests").join(format!("{name}.html"));
+/// Runs `leakscope report INPUT -o PAGE` with `extra` options, asserting success.
+fn report_to(input: &Path, page: &Path, extra: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
         .arg("report")
-        .arg(fixture(&format!("scenarios/{name}.pickle")))
+        .args(extra)
+        .arg(input)
         .arg("-o")
-        .arg(&html)
+        .arg(page)
         .output()
         .expect("the binary runs");
     assert!(
         out.status.success(),
-        "report {name}: {}",
+        "report {}: {}",
+        input.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Writes the report of scenario `name` and returns its path and text.
+fn write_report(name: &str) -> (PathBuf, String) {
+    let html = out_dir("report-tests").join(format!("{name}.html"));
+    report_to(&fixture(&format!("scenarios/{name}.pickle")), &html, &[]);
     let text = std::fs::read_to_string(&html).expect("the report is UTF-8 text");
     (html, text)
 }
@@ -187,6 +194,20 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
+/// The browser for test `test`, or `None` with a note that it is skipped. With
+/// `LEAKSCOPE_REQUIRE_BROWSER` set (as `.ci/run` does) a missing browser fails instead.
+fn browser_or_skip(test: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("LEAKSCOPE_REQUIRE_BROWSER").is_none(),
+            "LEAKSCOPE_REQUIRE_BROWSER is set but no Chromium was found"
+        );
+        eprintln!("{test}: skipped (no chromium; .ci/run installs it)");
+    }
+    found
+}
+
 /// Headless Chromium with the flags a closed network needs, a fresh profile, console
 /// messages logged to stderr. Returns (stdout, stderr).
 fn run_chromium(browser: &Path, page: &Path, extra: &[String]) -> (String, String) {
@@ -234,14 +255,7 @@ fn attr_of<'a>(dom: &'a str, id: &str, attr: &str) -> Option<&'a str> {
 
 #[test]
 fn reports_open_in_headless_chromium_without_errors() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("LEAKSCOPE_REQUIRE_BROWSER").is_none(),
-            "LEAKSCOPE_REQUIRE_BROWSER is set but no Chromium was found"
-        );
-        eprintln!(
-            "reports_open_in_headless_chromium_without_errors: skipped (no chromium; .ci/run installs it)"
-        );
+    let Some(browser) = browser_or_skip("reports_open_in_headless_chromium_without_errors") else {
         return;
     };
     let shots = out_dir("report-screens");
@@ -323,12 +337,7 @@ fn corpus_reports_open_in_headless_chromium() {
     let Some(corpus) = corpus("corpus_reports_open_in_headless_chromium") else {
         return;
     };
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("LEAKSCOPE_REQUIRE_BROWSER").is_none(),
-            "LEAKSCOPE_REQUIRE_BROWSER is set but no Chromium was found"
-        );
-        eprintln!("corpus_reports_open_in_headless_chromium: skipped (no chromium)");
+    let Some(browser) = browser_or_skip("corpus_reports_open_in_headless_chromium") else {
         return;
     };
     let dir = out_dir("report-corpus");
@@ -343,18 +352,7 @@ fn corpus_reports_open_in_headless_chromium() {
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
         let page = dir.join(format!("{name}.html"));
-        let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-            .arg("report")
-            .arg(f)
-            .arg("-o")
-            .arg(&page)
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        report_to(f, &page, &[]);
         let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
         let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
         assert!(console.is_empty(), "{name}: {}", console.join("\n"));
@@ -427,18 +425,7 @@ fn hostile_frame_names_stay_text() {
     let input = dir.path().join("evil.json");
     std::fs::write(&input, serde_json::to_vec(&snap).unwrap()).unwrap();
     let page = dir.path().join("evil.html");
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(["report", "--windows", "every:3"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    report_to(&input, &page, &["--windows", "every:3"]);
     let html = std::fs::read_to_string(&page).unwrap();
     // The data element holds the name as JSON text (inert there: only `</script` could end
     // the element, and that is written `<\/script`); everywhere else it must be escaped.
@@ -465,7 +452,7 @@ fn hostile_frame_names_stay_text() {
         data.to_string().contains("window.__pwned=1"),
         "and kept in the data"
     );
-    if let Some(browser) = chromium() {
+    if let Some(browser) = browser_or_skip("hostile_frame_names_stay_text (browser part)") {
         let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
         assert!(!log.contains(":CONSOLE"), "{log}");
         assert_eq!(attr_of(&dom, "ls-status", "data-errors"), Some("0"));
