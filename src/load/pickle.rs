@@ -313,7 +313,18 @@ pub(crate) struct Machine<'a> {
     /// Field code of each memo entry used as a trace-entry key (memo entries are
     /// write-once under MEMOIZE; a PUT that overwrites one clears this).
     key_fields: Vec<u8>,
+    /// Stacks of frames-list bodies already decoded, by their bytes. Real files write a
+    /// fresh list per event, but its bytes (memo references to the same frames) repeat:
+    /// a byte match stands for the whole decode. Valid while the memo entries it refers
+    /// to are unchanged, so a PUT that overwrites one clears it, like `key_fields`.
+    list_bodies: crate::model::fxhash::FastMap<Box<[u8]>, crate::model::StackId>,
+    /// Bytes held by `list_bodies` (bounded: see [`LIST_BODIES_MAX`]).
+    list_body_bytes: usize,
 }
+
+/// Most bytes of frames-list bodies remembered (a few thousand distinct stacks of a few
+/// hundred bytes each is typical; a crafted file gets no more than this).
+const LIST_BODIES_MAX: usize = 16 << 20;
 
 type R<T> = Result<T, LoadErrorKind>;
 
@@ -358,7 +369,39 @@ impl<'a> Machine<'a> {
             frame_scratch: Vec::with_capacity(256),
             event: PendingEvent::default(),
             key_fields: Vec::new(),
+            list_bodies: Default::default(),
+            list_body_bytes: 0,
         }
+    }
+
+    /// The trace under the innermost MARK, when the list there is one (entries can then
+    /// be appended to it one by one, once [`Machine::direct_target`] has flushed the batch).
+    fn direct_trace(&self) -> Option<u32> {
+        let mark = *self.marks.last()?;
+        let Value::List(l) = self.stack.get(mark.checked_sub(1)?)? else {
+            return None;
+        };
+        match self.heap.lists[*l as usize] {
+            ListSlot::Events(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The [`Machine::direct_trace`], after appending to it whatever waits above the
+    /// MARK (an entry the general path decoded, say), so that the next entry can go
+    /// straight in and order is kept. `at` places errors.
+    fn direct_target<A: Absorb<'a>>(&mut self, absorb: &mut A, at: usize) -> R<Option<u32>> {
+        let Some(t) = self.direct_trace() else {
+            return Ok(None);
+        };
+        let mark = *self.marks.last().unwrap_or(&0);
+        if self.stack.len() > mark && self.stack.last() != Some(&Value::Appended) {
+            if let Some(Value::List(l)) = mark.checked_sub(1).map(|i| self.stack[i]) {
+                absorb.absorb(&mut self.heap, l, &self.stack[mark..], false, at as u64)?;
+            }
+            self.stack.truncate(mark);
+        }
+        Ok(Some(t))
     }
 
     #[inline]
@@ -481,6 +524,8 @@ impl<'a> Machine<'a> {
         if idx < memo.len() {
             memo[idx] = v;
             self.key_fields.clear();
+            self.list_bodies.clear();
+            self.list_body_bytes = 0;
         } else if idx <= memo.len() + MEMO_SLACK {
             memo.resize(idx, Value::None);
             memo.push(v);
@@ -683,24 +728,10 @@ impl<'a> Machine<'a> {
                         && let Some(end) = self.event_dict(pos + 3, absorb)
                     {
                         self.stats.memoize_ops += 1;
-                        // When the list it goes into is already a trace and everything since
-                        // the MARK went straight in too, append it now (order is kept);
+                        // When the list it goes into is already a trace, append it now
+                        // (after anything still waiting in the batch, so order is kept);
                         // otherwise queue it for the APPENDS.
-                        let mark = self.marks.last().copied().unwrap_or(0);
-                        let direct = match (
-                            mark.checked_sub(1).map(|i| self.stack[i]),
-                            self.stack.last(),
-                        ) {
-                            (Some(Value::List(l)), top)
-                                if self.stack.len() == mark || top == Some(&Value::Appended) =>
-                            {
-                                match self.heap.lists[l as usize] {
-                                    ListSlot::Events(t) => Some(t),
-                                    _ => None,
-                                }
-                            }
-                            _ => None,
-                        };
+                        let direct = self.direct_target(absorb, pos)?;
                         match direct {
                             Some(t) => {
                                 absorb.append_event(&mut self.heap, t, &self.event, pos as u64)?;
@@ -754,22 +785,39 @@ impl<'a> Machine<'a> {
     #[inline]
     fn frames_list<A: Absorb<'a>>(
         &mut self,
-        mut p: usize,
+        p: usize,
         absorb: &mut A,
     ) -> Option<(usize, crate::model::StackId)> {
         let data = self.data;
-        self.frame_scratch.clear();
+        // Find the body's end without touching the memo: BINGETs and LONG_BINGETs up
+        // to the APPENDS.
+        let mut q = p;
         loop {
-            let idx = match *data.get(p)? {
-                b'e' if !self.frame_scratch.is_empty() => break,
-                _ => memo_ref(data, &mut p)?,
-            };
-            match self.heap.memo.get(idx)? {
+            match *data.get(q)? {
+                b'h' => q += 2,
+                b'j' => q += 5,
+                b'e' if q > p => break,
+                _ => return None,
+            }
+        }
+        let body = &data[p..q];
+        if let Some(&id) = self.list_bodies.get(body) {
+            return Some((q + 1, id));
+        }
+        self.frame_scratch.clear();
+        let mut r = p;
+        while r < q {
+            match self.heap.memo.get(memo_ref(data, &mut r)?)? {
                 Value::Frame(f) => self.frame_scratch.push(*f),
                 _ => return None,
             }
         }
-        Some((p + 1, absorb.intern_stack(&self.frame_scratch)))
+        let id = absorb.intern_stack(&self.frame_scratch);
+        if self.list_body_bytes + body.len() <= LIST_BODIES_MAX {
+            self.list_body_bytes += body.len();
+            self.list_bodies.insert(body.into(), id);
+        }
+        Some((q + 1, id))
     }
 
     /// Decodes a trace-entry dict body (`key value ... SETITEMS`) starting at `p`, the dict

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod corpus;
 mod encodings;
+mod fastpath;
 mod graphs;
 mod leaks;
 mod memory;
