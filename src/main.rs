@@ -257,9 +257,10 @@ struct WindowArgs {
 
 #[derive(clap::Args)]
 struct AttrArgs {
-    /// Group by site (innermost Python frame), user (first frame of your code), stack, file or function
-    #[arg(long, default_value = "site")]
-    by: String,
+    /// Group by site (innermost Python frame; the default), user (first frame of your code),
+    /// stack, file or function. Not for tree and flamegraph, which show whole stacks
+    #[arg(long)]
+    by: Option<String>,
     /// Hide frames whose file:line:function matches this regex
     #[arg(long)]
     exclude: Option<String>,
@@ -279,10 +280,10 @@ struct AttrArgs {
 
 impl AttrArgs {
     fn options(&self) -> anyhow::Result<(GroupBy, FilterOptions)> {
-        let by = GroupBy::parse(&self.by).ok_or_else(|| {
+        let name = self.by.as_deref().unwrap_or("site");
+        let by = GroupBy::parse(name).ok_or_else(|| {
             Usage(format!(
-                "--by {}: use site, user, stack, file or function",
-                self.by
+                "--by {name}: use site, user, stack, file or function"
             ))
         })?;
         let re = |s: &Option<String>, flag: &str| -> anyhow::Result<Option<Regex>> {
@@ -405,6 +406,17 @@ fn leak_run(
 
 /// What `top`, `tree` and `flamegraph` share: the options checked, `--at` parsed, the file
 /// loaded, the device picked and replayed, the point resolved.
+/// Refuses `--by` where it would change nothing: a call tree keeps whole stacks.
+fn whole_stacks(attr: &AttrArgs, command: &str) -> anyhow::Result<()> {
+    match &attr.by {
+        Some(by) => Err(Usage(format!(
+            "--by {by}: {command} shows whole stacks, so it does not group; use top, leaks, compare or report to group by {by}"
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
 fn live_at(file: &Path, point: &PointArgs, attr: &AttrArgs, la: &LoadArgs) -> anyhow::Result<Live> {
     let (by, filters) = attr.options()?;
     let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;
@@ -723,7 +735,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 device: None,
             };
             let attr = AttrArgs {
-                by: "site".into(),
+                by: None,
                 exclude: None,
                 focus: None,
                 python_only: false,
@@ -803,6 +815,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ))
                 .into());
             }
+            whole_stacks(&attr, "tree")?;
             let live = live_at(&file, &point, &attr, &la)?;
             let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
             let report = tree::tree(&live.replay, live.point, &mut attributor);
@@ -871,6 +884,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             attr,
             load: la,
         } => {
+            whole_stacks(&attr, "flamegraph")?;
             let live = live_at(&file, &point, &attr, &la)?;
             let mut attributor = Attributor::new(&live.snap, live.by, &live.filters);
             let report = tree::tree(&live.replay, live.point, &mut attributor);

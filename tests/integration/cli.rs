@@ -183,6 +183,12 @@ fn top_table_json_and_usage_errors() {
         (vec!["top", f, "--device", "7"], "no device 7"),
         (vec!["top", f, "--by", "colour"], "--by colour"),
         (vec!["top", f, "--focus", "("], "invalid regex"),
+        // A call tree keeps whole stacks: grouping would be silently ignored.
+        (vec!["tree", f, "--by", "file"], "tree shows whole stacks"),
+        (
+            vec!["flamegraph", f, "--folded", "--by", "stack"],
+            "flamegraph shows whole stacks",
+        ),
     ] {
         let out = leakscope(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
