@@ -322,9 +322,11 @@ pub(crate) struct Machine<'a> {
     list_body_bytes: usize,
 }
 
-/// Most bytes of frames-list bodies remembered (a few thousand distinct stacks of a few
-/// hundred bytes each is typical; a crafted file gets no more than this).
+/// Most bytes of frames-list bodies remembered, and most bodies (a few thousand distinct
+/// stacks of a few hundred bytes each is typical; a crafted file of tiny distinct bodies
+/// gets no more than this, so the cache's own overhead stays bounded too).
 const LIST_BODIES_MAX: usize = 16 << 20;
+const LIST_BODIES_MAX_COUNT: usize = 1 << 18;
 
 type R<T> = Result<T, LoadErrorKind>;
 
@@ -813,7 +815,9 @@ impl<'a> Machine<'a> {
             }
         }
         let id = absorb.intern_stack(&self.frame_scratch);
-        if self.list_body_bytes + body.len() <= LIST_BODIES_MAX {
+        if self.list_body_bytes + body.len() <= LIST_BODIES_MAX
+            && self.list_bodies.len() < LIST_BODIES_MAX_COUNT
+        {
             self.list_body_bytes += body.len();
             self.list_bodies.insert(body.into(), id);
         }
