@@ -376,31 +376,21 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// The trace under the innermost MARK, when the list there is one (entries can then
-    /// be appended to it one by one, once [`Machine::direct_target`] has flushed the batch).
-    fn direct_trace(&self) -> Option<u32> {
-        let mark = *self.marks.last()?;
-        let Value::List(l) = self.stack.get(mark.checked_sub(1)?)? else {
-            return None;
-        };
-        match self.heap.lists[*l as usize] {
-            ListSlot::Events(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// The [`Machine::direct_trace`], after appending to it whatever waits above the
-    /// MARK (an entry the general path decoded, say), so that the next entry can go
-    /// straight in and order is kept. `at` places errors.
+    /// The trace under the innermost MARK, when the list there is one, after appending
+    /// to it whatever waits above the MARK (an entry the general path decoded, say), so
+    /// that the next entry can go straight in and order is kept. `at` places errors.
     fn direct_target<A: Absorb<'a>>(&mut self, absorb: &mut A, at: usize) -> R<Option<u32>> {
-        let Some(t) = self.direct_trace() else {
+        let Some(&mark) = self.marks.last() else {
             return Ok(None);
         };
-        let mark = *self.marks.last().unwrap_or(&0);
+        let Some(&Value::List(l)) = mark.checked_sub(1).and_then(|i| self.stack.get(i)) else {
+            return Ok(None);
+        };
+        let ListSlot::Events(t) = self.heap.lists[l as usize] else {
+            return Ok(None);
+        };
         if self.stack.len() > mark && self.stack.last() != Some(&Value::Appended) {
-            if let Some(Value::List(l)) = mark.checked_sub(1).map(|i| self.stack[i]) {
-                absorb.absorb(&mut self.heap, l, &self.stack[mark..], false, at as u64)?;
-            }
+            absorb.absorb(&mut self.heap, l, &self.stack[mark..], false, at as u64)?;
             self.stack.truncate(mark);
         }
         Ok(Some(t))

@@ -140,16 +140,22 @@ fn entries(bytes: &[u8]) -> Vec<(String, u64)> {
         .collect()
 }
 
-#[test]
-fn a_memo_slot_overwritten_by_put_changes_the_frames_list_with_the_same_bytes() {
+/// A file whose trace the reader already knows as one (a first batch closed), a second
+/// batch open with one entry in it; every entry's stack is the frame `name`.
+fn known_trace(name: &str) -> (W, Keys, u8, u8) {
     let mut w = W::new();
     let (keys, alloc) = start(&mut w);
-    let first = w.frame(&keys, "first");
+    let frame = w.frame(&keys, name);
     w.op(b"0");
-    // Close a batch so that the list is known as a trace, then open the next.
-    w.entry(&keys, alloc, 0x1000, 1, &[first]);
+    w.entry(&keys, alloc, 0x1000, 1, &[frame]);
     w.op(b"e").op(b"(");
-    w.entry(&keys, alloc, 0x2000, 2, &[first]);
+    w.entry(&keys, alloc, 0x2000, 2, &[frame]);
+    (w, keys, alloc, frame)
+}
+
+#[test]
+fn a_memo_slot_overwritten_by_put_changes_the_frames_list_with_the_same_bytes() {
+    let (mut w, keys, alloc, first) = known_trace("first");
     // Overwrite the frame's slot with another frame dict (BINPUT), then drop it.
     w.frame(&keys, "second");
     w.op(&[b'q', first]).op(b"0");
@@ -167,13 +173,7 @@ fn a_memo_slot_overwritten_by_put_changes_the_frames_list_with_the_same_bytes() 
 
 #[test]
 fn an_entry_the_general_path_decodes_keeps_its_place_in_the_batch() {
-    let mut w = W::new();
-    let (keys, alloc) = start(&mut w);
-    let f = w.frame(&keys, "step");
-    w.op(b"0");
-    w.entry(&keys, alloc, 0x1000, 1, &[f]);
-    w.op(b"e").op(b"(");
-    w.entry(&keys, alloc, 0x2000, 2, &[f]);
+    let (mut w, keys, alloc, f) = known_trace("step");
     // An entry with its key written inline (not a memo reference): the fast path
     // declines it and the general path builds it as a dict.
     w.op(b"}");
