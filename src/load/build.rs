@@ -7,6 +7,7 @@
 
 use super::fields;
 use super::pickle::{Absorb, Absorbed, DictSlot, Heap, ListSlot, PendingEvent, Value as H};
+use super::prefault::Region;
 use super::stacks::StackInterner;
 use crate::error::LoadErrorKind;
 use crate::model::fxhash::FastMap;
@@ -1308,5 +1309,18 @@ impl<'a> Absorb<'a> for Builder {
 
     fn field_of(&mut self, heap: &Heap<'a>, key: H) -> u8 {
         Builder::field_of(self, heap, key)
+    }
+
+    fn regions(&self, out: &mut Vec<Region>) {
+        for t in self.traces.iter().flatten() {
+            out.extend([
+                Region::of(&t.action),
+                Region::of(&t.addr),
+                Region::of(&t.size),
+                Region::of(&t.time_us),
+                Region::of(&t.stack),
+                Region::of(&t.meta),
+            ]);
+        }
     }
 }

@@ -4,11 +4,14 @@
 //! Formats are told apart by their first bytes, never by the file name (one real
 //! snapshot is a pickle named `.json`). Nothing in a pickle is ever executed.
 
+mod bodies;
 mod build;
 pub mod cache;
 mod fields;
 mod json;
+mod memo;
 mod pickle;
+mod prefault;
 mod stacks;
 
 use std::fs::File;
@@ -108,7 +111,7 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     if !opts.threads {
         // One core only: give back pages already parsed from the parsing thread itself.
         let mut released = 0usize;
-        let mut release = |done: usize| {
+        let mut release = |done: usize, _: &[prefault::Region]| {
             let upto = done.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
             if upto > released {
                 release_pages(&map, released, upto);
@@ -119,13 +122,15 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     }
     let parsed = std::sync::atomic::AtomicUsize::new(0);
     let finished = std::sync::atomic::AtomicBool::new(false);
+    let frontiers = prefault::Frontiers::default();
     std::thread::scope(|scope| {
         // The second core maps pages in ahead of the parser and gives them back behind it,
         // so the parser neither waits on page faults nor keeps the whole file resident.
         let _ = std::thread::Builder::new()
             .name("leakscope-pager".into())
-            .spawn_scoped(scope, || pager(&map, &parsed, &finished));
-        let result = load_bytes_with(&map, opts, &mut |done| {
+            .spawn_scoped(scope, || pager(&map, &parsed, &finished, &frontiers));
+        let result = load_bytes_with(&map, opts, &mut |done, regions| {
+            frontiers.publish(regions);
             parsed.store(done, std::sync::atomic::Ordering::Relaxed)
         });
         finished.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -154,7 +159,9 @@ fn pager(
     map: &memmap2::Mmap,
     parsed: &std::sync::atomic::AtomicUsize,
     finished: &std::sync::atomic::AtomicBool,
+    frontiers: &prefault::Frontiers,
 ) {
+    let mut populator = prefault::Populator::default();
     use std::sync::atomic::Ordering::Relaxed;
     let len = map.len();
     let mut touched = 0usize;
@@ -163,7 +170,7 @@ fn pager(
     while !finished.load(Relaxed) {
         let at = parsed.load(Relaxed);
         let target = len.min(at + PAGER_AHEAD);
-        let busy = touched < target;
+        let mut busy = touched < target;
         while touched < target {
             // Reading one byte of a page maps it (and its neighbours) into our page table.
             // SAFETY: `touched < len`, inside the map.
@@ -175,6 +182,7 @@ fn pager(
             release_pages(map, released, upto);
             released = upto;
         }
+        busy |= populator.step(frontiers);
         if !busy {
             std::thread::sleep(std::time::Duration::from_micros(300));
         }
@@ -184,13 +192,13 @@ fn pager(
 
 /// Loads a snapshot held in memory.
 pub fn load_bytes(data: &[u8], opts: LoadOptions) -> Result<Snapshot, LoadError> {
-    load_bytes_with(data, opts, &mut |_| {}).map_err(LoadError::from)
+    load_bytes_with(data, opts, &mut |_, _| {}).map_err(LoadError::from)
 }
 
 fn load_bytes_with(
     data: &[u8],
     mut opts: LoadOptions,
-    release: &mut dyn FnMut(usize),
+    release: &mut dyn FnMut(usize, &[prefault::Region]),
 ) -> Result<Snapshot, LoadErrorKind> {
     let kind = sniff(data).ok_or_else(|| LoadErrorKind::UnknownFormat(describe_start(data)))?;
     match kind {
@@ -204,7 +212,7 @@ fn load_bytes_with(
                         describe_start(&inner)
                     ))
                 })?;
-            let mut snap = decode(&inner, inner_kind, &mut opts, &mut |_| {})?;
+            let mut snap = decode(&inner, inner_kind, &mut opts, &mut |_, _| {})?;
             snap.format.compression = name.to_string();
             Ok(snap)
         }
@@ -216,7 +224,7 @@ fn decode(
     data: &[u8],
     kind: Container,
     opts: &mut LoadOptions,
-    release: &mut dyn FnMut(usize),
+    release: &mut dyn FnMut(usize, &[prefault::Region]),
 ) -> Result<Snapshot, LoadErrorKind> {
     let total = data.len() as u64;
     let mut snap = match kind {
@@ -224,11 +232,11 @@ fn decode(
         Container::Pickle => {
             let mut machine = pickle::Machine::new(data);
             let mut builder = build::Builder::new(data.len(), opts.threads);
-            let mut progress = |done: usize| {
+            let mut progress = |done: usize, regions: &[prefault::Region]| {
                 if let Some(p) = opts.progress.as_mut() {
                     p(done as u64, total);
                 }
-                release(done);
+                release(done, regions);
             };
             let top = machine.run(&mut builder, &mut progress)?;
             let stats = machine.stats.clone();

@@ -128,7 +128,7 @@ pub(crate) struct Heap<'a> {
     free_dicts: Vec<u32>,
     pub tuples: Vec<Value>,
     pub tuple_spans: Vec<(u32, u32)>,
-    pub memo: Vec<Value>,
+    pub memo: super::memo::Memo,
     /// Trace entries decoded by the fast path, until their APPENDS.
     pub pending: Vec<PendingEvent>,
 }
@@ -175,7 +175,7 @@ impl<'a> Heap<'a> {
         if let DictSlot::Items { memo, .. } = self.dicts[i as usize]
             && memo < MANY_MEMO
         {
-            self.memo[memo as usize] = Value::Frame(frame);
+            self.memo.set(memo as usize, Value::Frame(frame));
         }
         self.dicts[i as usize] = DictSlot::Frame(frame);
     }
@@ -234,7 +234,7 @@ impl<'a> Heap<'a> {
                 return;
             }
             if *memo != NO_MEMO {
-                self.memo[*memo as usize] = Value::Gone;
+                self.memo.set(*memo as usize, Value::Gone);
             }
             items.clear();
             self.dicts[i as usize] = DictSlot::Free(items);
@@ -278,6 +278,9 @@ pub(crate) trait Absorb<'a> {
 
     /// The [`super::fields`] code of a dict key.
     fn field_of(&mut self, heap: &Heap<'a>, key: Value) -> u8;
+
+    /// The growing vectors this side writes (for [`super::prefault`]).
+    fn regions(&self, _out: &mut Vec<super::prefault::Region>) {}
 }
 
 /// Facts about the encoding, for `summary`'s format section.
@@ -313,20 +316,11 @@ pub(crate) struct Machine<'a> {
     /// Field code of each memo entry used as a trace-entry key (memo entries are
     /// write-once under MEMOIZE; a PUT that overwrites one clears this).
     key_fields: Vec<u8>,
-    /// Stacks of frames-list bodies already decoded, by their bytes. Real files write a
-    /// fresh list per event, but its bytes (memo references to the same frames) repeat:
-    /// a byte match stands for the whole decode. Valid while the memo entries it refers
-    /// to are unchanged, so a PUT that overwrites one clears it, like `key_fields`.
-    list_bodies: crate::model::fxhash::FastMap<Box<[u8]>, crate::model::StackId>,
-    /// Bytes held by `list_bodies` (bounded: see [`LIST_BODIES_MAX`]).
-    list_body_bytes: usize,
+    /// Stacks of frames-list bodies already decoded, by their bytes. Valid while the
+    /// memo entries they refer to are unchanged, so a PUT that overwrites one clears it,
+    /// like `key_fields`.
+    list_bodies: super::bodies::ListBodies,
 }
-
-/// Most bytes of frames-list bodies remembered, and most bodies (a few thousand distinct
-/// stacks of a few hundred bytes each is typical; a crafted file of tiny distinct bodies
-/// gets no more than this, so the cache's own overhead stays bounded too).
-const LIST_BODIES_MAX: usize = 16 << 20;
-const LIST_BODIES_MAX_COUNT: usize = 1 << 18;
 
 type R<T> = Result<T, LoadErrorKind>;
 
@@ -364,7 +358,7 @@ impl<'a> Machine<'a> {
                 // doubling copied it into fresh pages each time (half the load's page
                 // faults, measured); address space reserved up front is only backed by
                 // memory where it is written.
-                memo: Vec::with_capacity((data.len() / 32).min(1 << 28)),
+                memo: super::memo::Memo::with_capacity((data.len() / 32).min(1 << 28)),
                 ..Heap::default()
             },
             stats: Stats::default(),
@@ -372,7 +366,6 @@ impl<'a> Machine<'a> {
             event: PendingEvent::default(),
             key_fields: Vec::new(),
             list_bodies: Default::default(),
-            list_body_bytes: 0,
         }
     }
 
@@ -514,12 +507,11 @@ impl<'a> Machine<'a> {
         let v = *self.top_mut(at)?;
         let memo = &mut self.heap.memo;
         if idx < memo.len() {
-            memo[idx] = v;
+            memo.set(idx, v);
             self.key_fields.clear();
             self.list_bodies.clear();
-            self.list_body_bytes = 0;
         } else if idx <= memo.len() + MEMO_SLACK {
-            memo.resize(idx, Value::None);
+            memo.pad_to(idx);
             memo.push(v);
         } else {
             return Err(self.malformed(
@@ -541,7 +533,7 @@ impl<'a> Machine<'a> {
                 at,
                 format!("memo entry {idx} refers to a trace entry that was already consumed; trace entries are never shared in a snapshot"),
             )),
-            Some(&v) => {
+            Some(v) => {
                 self.stack.push(v);
                 Ok(())
             }
@@ -614,15 +606,19 @@ impl<'a> Machine<'a> {
     pub fn run<A: Absorb<'a>>(
         &mut self,
         absorb: &mut A,
-        progress: &mut dyn FnMut(usize),
+        progress: &mut dyn FnMut(usize, &[super::prefault::Region]),
     ) -> R<Value> {
         const STEP: usize = 4 << 20;
         let data = self.data;
         let mut next_report = STEP;
         let mut pos = self.pos;
+        let mut regions = Vec::new();
         loop {
             if pos >= next_report {
-                progress(pos);
+                regions.clear();
+                regions.push(self.heap.memo.region());
+                absorb.regions(&mut regions);
+                progress(pos, &regions);
                 next_report = pos + STEP;
             }
             let Some(&op) = data.get(pos) else {
@@ -781,36 +777,23 @@ impl<'a> Machine<'a> {
         absorb: &mut A,
     ) -> Option<(usize, crate::model::StackId)> {
         let data = self.data;
-        // Find the body's end without touching the memo: BINGETs and LONG_BINGETs up
-        // to the APPENDS.
-        let mut q = p;
-        loop {
-            match *data.get(q)? {
-                b'h' => q += 2,
-                b'j' => q += 5,
-                b'e' if q > p => break,
-                _ => return None,
-            }
-        }
+        // Find the body's end without touching the memo.
+        let q = super::bodies::body_end(data, p)?;
         let body = &data[p..q];
-        if let Some(&id) = self.list_bodies.get(body) {
-            return Some((q + 1, id));
-        }
+        let hash = match self.list_bodies.get(body) {
+            Ok(id) => return Some((q + 1, id)),
+            Err(h) => h,
+        };
         self.frame_scratch.clear();
         let mut r = p;
         while r < q {
             match self.heap.memo.get(memo_ref(data, &mut r)?)? {
-                Value::Frame(f) => self.frame_scratch.push(*f),
+                Value::Frame(f) => self.frame_scratch.push(f),
                 _ => return None,
             }
         }
         let id = absorb.intern_stack(&self.frame_scratch);
-        if self.list_body_bytes + body.len() <= LIST_BODIES_MAX
-            && self.list_bodies.len() < LIST_BODIES_MAX_COUNT
-        {
-            self.list_body_bytes += body.len();
-            self.list_bodies.insert(body.into(), id);
-        }
+        self.list_bodies.insert(hash, body, id);
         Some((q + 1, id))
     }
 
@@ -836,12 +819,14 @@ impl<'a> Machine<'a> {
             let Some(key) = memo_ref(data, &mut p) else {
                 break false;
             };
-            let Some(&k) = self.heap.memo.get(key).filter(|k| k.is_str()) else {
-                break false;
-            };
+            // A key seen before needs no memo read: `key_fields` only holds string slots,
+            // and is cleared when a slot is overwritten or dropped.
             let field = match self.key_fields.get(key) {
                 Some(&f) if f != super::fields::UNSET => f,
                 _ => {
+                    let Some(k) = self.heap.memo.get(key).filter(|k| k.is_str()) else {
+                        break false;
+                    };
                     let f = absorb.field_of(&self.heap, k);
                     if self.key_fields.len() <= key {
                         self.key_fields.resize(key + 1, super::fields::UNSET);
@@ -905,6 +890,7 @@ impl<'a> Machine<'a> {
             Some(p + 1)
         } else {
             self.heap.memo.truncate(memo_len);
+            self.key_fields.truncate(memo_len);
             self.heap.strs.truncate(strs_len);
             self.heap.lists.truncate(lists_len);
             None
@@ -929,7 +915,7 @@ impl<'a> Machine<'a> {
     fn fast_str(&mut self, p: &mut usize) -> Option<Value> {
         let data = self.data;
         let v = match *data.get(*p)? {
-            b'h' | b'j' => *self.heap.memo.get(memo_ref(data, p)?)?,
+            b'h' | b'j' => self.heap.memo.get(memo_ref(data, p)?)?,
             0x8c => {
                 let n = *data.get(*p + 1)? as usize;
                 let v = self.span(*p + 2, n)?;
@@ -955,7 +941,7 @@ impl<'a> Machine<'a> {
     ) -> Option<crate::model::StackId> {
         let data = self.data;
         let list = match *data.get(*p)? {
-            b'h' | b'j' => *self.heap.memo.get(memo_ref(data, p)?)?,
+            b'h' | b'j' => self.heap.memo.get(memo_ref(data, p)?)?,
             b']' if data.get(*p + 1) == Some(&0x94) => {
                 if data.get(*p + 2) == Some(&b'(') {
                     let (end, id) = self.frames_list(*p + 3, absorb)?;
