@@ -1,107 +1,111 @@
 //! Frames-list bodies already decoded, recognised by their bytes. Real files write a fresh
 //! frames list per event, but its body (memo references to the same frame dicts) repeats
-//! for every event from the same call site, so a byte match stands for the whole decode.
-//! This sits on the parser's critical path for most of a file's bytes, so both finding a
-//! body's end and hashing it avoid serial chains of dependent loads.
+//! for every event from the same call site, so a match stands for the whole decode. This
+//! sits on the parser's critical path for most of a file's bytes, so finding a body's end
+//! and hashing it avoid serial chains of dependent loads, and a match is decided by the
+//! table slot alone: length and a 128-bit hash, no second read of the bytes.
+//!
+//! Why a hash match is enough: two bodies of the same length that differ in one 8-byte
+//! word always hash apart (each lane is a chain of bijections, and each fold is a
+//! bijection of any one lane), and for bodies that differ more the two 64-bit folds
+//! collide together with a chance near 2^-128 per pair. A crafted file can aim for a
+//! collision; all it gets is a wrong stack for its own events, which it could as well
+//! have written as frames. Comparing the bytes instead cost a tenth of the parse (the
+//! stored bodies do not stay in cache).
 
 use crate::model::StackId;
 
-/// Most bytes of bodies remembered, and most bodies (a few thousand distinct stacks of a
-/// few hundred bytes each is typical; a crafted file of tiny distinct bodies gets no more
-/// than this, so the cache's own overhead stays bounded too).
-const MAX_BYTES: usize = 16 << 20;
+/// Most bodies remembered (a few thousand distinct stacks is typical; a crafted file of
+/// many distinct bodies gets no more, so the table stays bounded: 12 MiB).
 const MAX_COUNT: usize = 1 << 18;
 /// Slots probed at most per look-up: a crafted file whose bodies share hash bits gets
 /// misses (a full decode each), never long probe chains.
 const MAX_PROBES: usize = 16;
 
-/// A slot of the table: the body's hash, its span in the arena (`len` 0: empty), its stack.
+/// A body's identity: its length and two 64-bit folds of its hash lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BodyKey {
+    h1: u64,
+    h2: u64,
+    len: u32,
+}
+
+/// A slot of the table (`len` 0: empty; bodies are never empty).
 #[derive(Clone, Copy)]
 struct Slot {
-    hash: u64,
-    start: u32,
-    len: u32,
+    key: BodyKey,
     id: StackId,
 }
 
 impl Default for Slot {
     fn default() -> Self {
         Slot {
-            hash: 0,
-            start: 0,
-            len: 0,
+            key: BodyKey {
+                h1: 0,
+                h2: 0,
+                len: 0,
+            },
             id: StackId::EMPTY,
         }
     }
 }
 
-/// The cache: an open-addressing table of body hashes (one probe, usually, into a table
-/// that stays in cache), the bodies' bytes in one arena for the exact comparison.
+/// The cache: an open-addressing table keyed by [`BodyKey`] (one probe, usually, into a
+/// table that stays in cache).
 #[derive(Default)]
 pub(crate) struct ListBodies {
     slots: Vec<Slot>,
     count: usize,
-    arena: Vec<u8>,
 }
 
 impl ListBodies {
     #[inline]
-    fn home(&self, h: u64) -> usize {
+    fn home(&self, k: &BodyKey) -> usize {
         // The hash's high bits are its best mixed.
-        (h >> 32) as usize & (self.slots.len() - 1)
+        (k.h1 >> 32) as usize & (self.slots.len() - 1)
     }
 
-    /// The stack of a body seen before, or the body's hash for [`ListBodies::insert`].
+    /// The stack of a body seen before, or the body's key for [`ListBodies::insert`].
     #[inline]
-    pub fn get(&self, body: &[u8]) -> Result<StackId, u64> {
-        let h = body_hash(body);
+    pub fn get(&self, body: &[u8]) -> Result<StackId, BodyKey> {
+        let k = body_key(body);
         if self.slots.is_empty() {
-            return Err(h);
+            return Err(k);
         }
         let mask = self.slots.len() - 1;
-        let mut i = self.home(h);
+        let mut i = self.home(&k);
         for _ in 0..MAX_PROBES {
             let s = self.slots[i];
-            if s.len == 0 {
+            if s.key.len == 0 {
                 break;
             }
-            if s.hash == h {
-                if self.arena.get(s.start as usize..(s.start + s.len) as usize) == Some(body) {
-                    return Ok(s.id);
-                }
-                break;
+            if s.key == k {
+                return Ok(s.id);
             }
             i = (i + 1) & mask;
         }
-        Err(h)
+        Err(k)
     }
 
-    /// Remembers `body` (hash `h` from [`ListBodies::get`]) as `id`, while within bounds.
-    /// A different body with the same hash keeps its place: the newcomer is simply
-    /// decoded each time, which is slower but exact.
-    pub fn insert(&mut self, h: u64, body: &[u8], id: StackId) {
-        if body.is_empty() || self.arena.len() + body.len() > MAX_BYTES || self.count >= MAX_COUNT {
+    /// Remembers the body with key `k` (from [`ListBodies::get`]) as `id`, while within
+    /// bounds and within [`MAX_PROBES`] of its home slot.
+    pub fn insert(&mut self, k: BodyKey, id: StackId) {
+        if k.len == 0 || self.count >= MAX_COUNT {
             return;
         }
         if (self.count + 1) * 2 > self.slots.len() {
             self.grow();
         }
         let mask = self.slots.len() - 1;
-        let mut i = self.home(h);
+        let mut i = self.home(&k);
         for _ in 0..MAX_PROBES {
             let s = &mut self.slots[i];
-            if s.len == 0 {
-                *s = Slot {
-                    hash: h,
-                    start: self.arena.len() as u32,
-                    len: body.len() as u32,
-                    id,
-                };
-                self.arena.extend_from_slice(body);
+            if s.key.len == 0 {
+                *s = Slot { key: k, id };
                 self.count += 1;
                 return;
             }
-            if s.hash == h {
+            if s.key == k {
                 return;
             }
             i = (i + 1) & mask;
@@ -114,10 +118,10 @@ impl ListBodies {
         let old = std::mem::replace(&mut self.slots, vec![Slot::default(); n]);
         let mask = n - 1;
         self.count = 0;
-        for s in old.into_iter().filter(|s| s.len != 0) {
-            let mut i = self.home(s.hash);
+        for s in old.into_iter().filter(|s| s.key.len != 0) {
+            let mut i = self.home(&s.key);
             for _ in 0..MAX_PROBES {
-                if self.slots[i].len == 0 {
+                if self.slots[i].key.len == 0 {
                     self.slots[i] = s;
                     self.count += 1;
                     break;
@@ -131,7 +135,6 @@ impl ListBodies {
     pub fn clear(&mut self) {
         self.slots.clear();
         self.count = 0;
-        self.arena.clear();
     }
 }
 
@@ -153,7 +156,8 @@ pub(crate) fn body_end(data: &[u8], p: usize) -> Option<usize> {
 /// Skips the run of LONG_BINGETs (5 bytes each) from `p`, eight opcodes at a time;
 /// returns an offset on the opcode grid at or before the first opcode that is not one.
 /// A one-opcode step waits on each load to know where the next opcode is; these eight
-/// loads do not depend on each other. (A 64-byte SSE2 version measured no faster.)
+/// loads do not depend on each other. (Measured no faster: a 64-byte SSE2 version, and
+/// a bit mask saying which of the last eight broke the run.)
 #[inline]
 fn long_binget_run(data: &[u8], p: usize) -> usize {
     let mut q = p;
@@ -174,11 +178,12 @@ fn long_binget_run(data: &[u8], p: usize) -> usize {
     q
 }
 
-/// A hash of a whole body in eight independent lanes, folded without a serial chain (a
-/// single multiply-rotate chain would cost its latency per 8 bytes).
+/// The key of a body: eight independent hash lanes (a single multiply-rotate chain would
+/// cost its latency per 8 bytes), folded two different ways.
 #[inline]
-pub(crate) fn body_hash(b: &[u8]) -> u64 {
+pub(crate) fn body_key(b: &[u8]) -> BodyKey {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
     let word = |c: &[u8]| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
     let mut lanes = [
         b.len() as u64,
@@ -204,13 +209,26 @@ pub(crate) fn body_hash(b: &[u8]) -> u64 {
     let tail = words.remainder();
     let mut last = [0u8; 8];
     last[..tail.len()].copy_from_slice(tail);
-    let mixed = (lanes[0] ^ u64::from_le_bytes(last))
+    let last = u64::from_le_bytes(last);
+    // Each fold takes every lane (and the tail word) through a bijection and combines
+    // them with additions and xors, so a change in any one of them changes both folds.
+    let a = (lanes[0] ^ last)
         .wrapping_add(lanes[1].rotate_left(7))
         .wrapping_add(lanes[2].rotate_left(15) ^ lanes[3].rotate_left(23))
         .wrapping_add(lanes[4].rotate_left(31) ^ lanes[5].rotate_left(39))
-        .wrapping_add(lanes[6].rotate_left(47) ^ lanes[7].rotate_left(55));
-    let h = mixed.wrapping_mul(K);
-    h ^ (h >> 29)
+        .wrapping_add(lanes[6].rotate_left(47) ^ lanes[7].rotate_left(55))
+        .wrapping_mul(K);
+    let c = (lanes[7] ^ last.rotate_left(17))
+        .wrapping_add(lanes[6].rotate_left(11) ^ lanes[5].rotate_left(37))
+        .wrapping_add(lanes[4].rotate_left(3))
+        .wrapping_add(lanes[3].rotate_left(53) ^ lanes[2].rotate_left(29))
+        .wrapping_add(lanes[1].rotate_left(43) ^ lanes[0].rotate_left(19))
+        .wrapping_mul(K2);
+    BodyKey {
+        h1: a ^ (a >> 29),
+        h2: c ^ (c >> 31),
+        len: b.len() as u32,
+    }
 }
 
 #[cfg(test)]
@@ -265,21 +283,47 @@ mod tests {
     }
 
     #[test]
-    fn a_different_body_with_a_colliding_slot_is_not_taken_for_another() {
+    fn bodies_that_differ_in_one_word_never_share_a_key() {
+        // Every single-byte change of a realistic body (LONG_BINGETs) changes the key.
+        let mut body = Vec::new();
+        for i in 0..45u32 {
+            body.push(b'j');
+            body.extend((400 + 3 * i).to_le_bytes());
+        }
+        let k = body_key(&body);
+        for at in 0..body.len() {
+            for bit in 0..8 {
+                let mut b = body.clone();
+                b[at] ^= 1 << bit;
+                let kb = body_key(&b);
+                assert_ne!(kb.h1, k.h1, "byte {at} bit {bit}");
+                assert_ne!(kb.h2, k.h2, "byte {at} bit {bit}");
+            }
+        }
+        // And a length change alone changes it too.
+        assert_ne!(body_key(&body[..body.len() - 5]), k);
+    }
+
+    #[test]
+    fn the_table_finds_what_it_holds_and_misses_the_rest() {
         let mut c = ListBodies::default();
-        let a = [b'j', 1, 0, 0, 0];
-        let b = [b'j', 2, 0, 0, 0];
-        let ha = c.get(&a).unwrap_err();
-        c.insert(ha, &a, StackId(3));
-        assert_eq!(c.get(&a), Ok(StackId(3)));
-        // Put a's entry where b's hash leads, under b's hash: b must not read back as a's
-        // stack (the bytes differ), and a, no longer under its own hash, is a miss.
-        let hb = body_hash(&b);
-        let entry = *c.slots.iter().find(|s| s.len != 0).unwrap();
-        c.slots.iter_mut().for_each(|s| *s = Slot::default());
-        let home = c.home(hb);
-        c.slots[home] = Slot { hash: hb, ..entry };
-        assert!(c.get(&b).is_err());
-        assert!(c.get(&a).is_err());
+        let bodies: Vec<Vec<u8>> = (0..5000u32)
+            .map(|i| {
+                let mut b = vec![b'j'];
+                b.extend(i.to_le_bytes());
+                b.extend([b'h', (i % 251) as u8]);
+                b
+            })
+            .collect();
+        for (i, b) in bodies.iter().enumerate() {
+            let k = c.get(b).unwrap_err();
+            c.insert(k, StackId(i as u32 + 1));
+        }
+        for (i, b) in bodies.iter().enumerate() {
+            assert_eq!(c.get(b), Ok(StackId(i as u32 + 1)));
+        }
+        assert!(c.get(&[b'j', 0xff, 0xff, 0xff, 0xff]).is_err());
+        c.clear();
+        assert!(c.get(&bodies[0]).is_err());
     }
 }

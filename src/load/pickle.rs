@@ -779,10 +779,9 @@ impl<'a> Machine<'a> {
         let data = self.data;
         // Find the body's end without touching the memo.
         let q = super::bodies::body_end(data, p)?;
-        let body = &data[p..q];
-        let hash = match self.list_bodies.get(body) {
+        let key = match self.list_bodies.get(&data[p..q]) {
             Ok(id) => return Some((q + 1, id)),
-            Err(h) => h,
+            Err(k) => k,
         };
         self.frame_scratch.clear();
         let mut r = p;
@@ -793,7 +792,7 @@ impl<'a> Machine<'a> {
             }
         }
         let id = absorb.intern_stack(&self.frame_scratch);
-        self.list_bodies.insert(hash, body, id);
+        self.list_bodies.insert(key, id);
         Some((q + 1, id))
     }
 
