@@ -18,6 +18,8 @@
 #   BENCH_CMDS      leakscope commands to time, ';'-separated (default: the list below)
 #   BENCH_EVENTS    trace-event count for the header (default: from FILE.meta.json, else
 #                   counted with one extra CPython load)
+#   BENCH_SCAN      0 to skip the decode-only opcode scan (benches/scan/decode_scan.rs, built
+#                   with rustc -O), the one-core ceiling for any loader
 #   LEAKSCOPE_BIN   binary to time instead of building target/release/leakscope
 #   TIME_BIN        GNU time, default /usr/bin/time
 set -euo pipefail
@@ -144,6 +146,19 @@ if ((M_OK)); then
 else
     PY_WALL=""
     add_row "python3 pickle.load" "failed" "" 0
+fi
+
+# The ceiling for one core: a scan that steps over every opcode and builds nothing.
+SCAN=$OUTDIR/decode_scan
+if [[ "${BENCH_SCAN:-1}" == 1 ]] && command -v rustc >/dev/null \
+    && rustc -O --edition 2021 benches/scan/decode_scan.rs -o "$SCAN" 2>"$TMP/err"; then
+    log "decode-only opcode scan..."
+    measure "$RUNS" "$SCAN" "$FILE"
+    if ((M_OK)); then
+        add_row "decode-only opcode scan (benches/scan/decode_scan.rs)" "$M_WALL" "$M_RSS" "$M_RUNS"
+    fi
+else
+    log "skipping the decode-only scan (BENCH_SCAN=0, or no rustc)"
 fi
 
 for cmd in "${LEAKSCOPE_CMDS[@]}"; do
