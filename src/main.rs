@@ -404,8 +404,6 @@ fn leak_run(
     })
 }
 
-/// What `top`, `tree` and `flamegraph` share: the options checked, `--at` parsed, the file
-/// loaded, the device picked and replayed, the point resolved.
 /// Refuses `--by` where it would change nothing: a call tree keeps whole stacks.
 fn whole_stacks(attr: &AttrArgs, command: &str) -> anyhow::Result<()> {
     match &attr.by {
@@ -417,6 +415,8 @@ fn whole_stacks(attr: &AttrArgs, command: &str) -> anyhow::Result<()> {
     }
 }
 
+/// What `top`, `tree` and `flamegraph` share: the options checked, `--at` parsed, the file
+/// loaded, the device picked and replayed, the point resolved.
 fn live_at(file: &Path, point: &PointArgs, attr: &AttrArgs, la: &LoadArgs) -> anyhow::Result<Live> {
     let (by, filters) = attr.options()?;
     let at = At::parse(&point.at).map_err(|e| Usage(format!("--at {e}")))?;

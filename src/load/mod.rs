@@ -161,8 +161,8 @@ fn pager(
     finished: &std::sync::atomic::AtomicBool,
     frontiers: &prefault::Frontiers,
 ) {
-    let mut populator = prefault::Populator::default();
     use std::sync::atomic::Ordering::Relaxed;
+    let mut populator = prefault::Populator::default();
     let len = map.len();
     let mut touched = 0usize;
     let mut released = 0usize;
