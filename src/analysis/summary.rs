@@ -4,7 +4,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, flags};
+use crate::model::fxhash::FastMap;
+use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, TraceScan, flags};
 use crate::replay;
 
 /// JSON schema name of [`Summary`].
@@ -185,7 +186,7 @@ pub struct TotalsWithDevices {
     pub totals: Totals,
 }
 
-fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
+fn device_totals(dev: &DeviceView, snap: &Snapshot, scan: &TraceScan) -> Totals {
     let mut t = Totals {
         segments: dev.segments.len() as u64,
         ..Default::default()
@@ -209,13 +210,8 @@ fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
     }
     t.rounding_overhead_bytes = t.allocated_bytes.saturating_sub(t.requested_bytes);
     t.cached_free_bytes = t.reserved_bytes.saturating_sub(t.active_bytes);
-    let tr = dev.trace;
-    t.trace_events = tr.len() as u64;
-    let mut counts = vec![0u64; snap.actions.len()];
-    for a in &tr.action {
-        counts[a.0 as usize] += 1;
-    }
-    for (code, n) in counts.into_iter().enumerate() {
+    t.trace_events = dev.trace.len() as u64;
+    for (code, &n) in scan.actions.iter().enumerate() {
         if n > 0 {
             t.actions
                 .insert(snap.actions.name(Action(code as u8)).to_string(), n);
@@ -224,36 +220,15 @@ fn device_totals(dev: &DeviceView, snap: &Snapshot) -> Totals {
     t
 }
 
-/// First and last `time_us` of the device's timed events, and how many times the time
-/// went backwards from one timed event to the next.
-fn time_range(dev: &DeviceView, snap: &Snapshot) -> (Option<i64>, Option<i64>, u64) {
-    let t = dev.trace;
-    let timed: Vec<bool> = snap.metas.iter().map(|m| m.has(flags::TIME)).collect();
-    let mut lo = i64::MAX;
-    let mut hi = i64::MIN;
-    let mut prev: Option<i64> = None;
-    let mut reversals = 0;
-    for (&m, &v) in t.meta.iter().zip(&t.time_us) {
-        if timed[m.index()] {
-            lo = lo.min(v);
-            hi = hi.max(v);
-            reversals += prev.is_some_and(|p| v < p) as u64;
-            prev = Some(v);
-        }
-    }
-    if prev.is_some() {
-        (Some(lo), Some(hi), reversals)
-    } else {
-        (None, None, 0)
-    }
-}
-
 /// Guesses the producer: torch_npu orders `segment_pool_id` before `segment_type` and
 /// is the only one with `workspace_snapshot` entries.
 pub fn producer(snap: &Snapshot) -> &'static str {
-    let npu_action = snap
-        .all_traces()
-        .any(|t| t.action.contains(&Action::WORKSPACE_SNAPSHOT));
+    producer_with(snap, &|a| snap.all_traces().any(|t| t.has_action(a)))
+}
+
+/// [`producer`], told by `any_action` whether some event has an action.
+fn producer_with(snap: &Snapshot, any_action: &dyn Fn(Action) -> bool) -> &'static str {
+    let npu_action = any_action(Action::WORKSPACE_SNAPSHOT);
     if npu_action || snap.segments.iter().any(|s| s.npu_key_order) {
         "npu"
     } else {
@@ -263,11 +238,16 @@ pub fn producer(snap: &Snapshot) -> &'static str {
 
 /// Guesses the PyTorch version range from the keys present.
 pub fn era(snap: &Snapshot) -> String {
+    era_with(snap, &|a| snap.all_traces().any(|t| t.has_action(a)))
+}
+
+/// [`era`], told by `any_action` whether some event has an action.
+fn era_with(snap: &Snapshot, any_action: &dyn Fn(Action) -> bool) -> String {
     if snap.layout == Layout::SegmentList {
         return "torch.cuda.memory_snapshot() segment list (any version)".into();
     }
     let any_meta = |f: &dyn Fn(&crate::model::EventMeta) -> bool| snap.metas.iter().any(f);
-    if producer(snap) == "npu" {
+    if producer_with(snap, any_action) == "npu" {
         return if snap.segments.iter().any(|s| s.pool_id.is_some()) {
             "torch_npu (2.3 or later layout)".into()
         } else {
@@ -285,9 +265,7 @@ pub fn era(snap: &Snapshot) -> String {
     if snap.host_traces.is_some()
         || snap.host_segments.is_some()
         || any_meta(&|m| m.pool_id.is_some())
-        || snap
-            .all_traces()
-            .any(|t| t.action.contains(&Action::ANNOTATE))
+        || any_action(Action::ANNOTATE)
     {
         return "torch 2.11 or main (2026)".into();
     }
@@ -331,12 +309,14 @@ fn overflowed(snap: &Snapshot) -> Option<bool> {
 /// Computes the summary of `snap`, read from `file`.
 pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let one = |dev: &DeviceView| {
-        let t = device_totals(dev, snap);
-        let cov = replay::coverage(dev);
-        let (first, last, time_reversals) = time_range(dev, snap);
+        let scan = dev.trace.scan(&snap.metas);
+        let t = device_totals(dev, snap, scan);
+        let cov = replay::coverage_of(dev, scan);
+        let (first, last, time_reversals) =
+            (scan.first_time_us, scan.last_time_us, scan.time_reversals);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
-        DeviceSummary {
+        let summary = DeviceSummary {
             device: dev.device,
             totals: t,
             first_time_us: first,
@@ -348,32 +328,51 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             double_allocs: cov.double_allocs,
             time_reversals,
             wrapped,
-        }
+        };
+        // The stacks a long trace uses are marked here, in parallel with other devices;
+        // only where the marks take no more room than the trace itself.
+        let n = dev.trace.len();
+        let used = (n > 100_000 && snap.stacks.len() <= n).then(|| {
+            let mut used = vec![false; snap.stacks.len()];
+            for &s in &dev.trace.stack {
+                used[s.index()] = true;
+            }
+            used
+        });
+        (summary, used)
     };
     // Devices are independent: the ones with long traces are summarized in parallel.
     let views = snap.devices();
-    let devices: Vec<DeviceSummary> = std::thread::scope(|scope| {
-        let pending: Vec<_> = views
-            .iter()
-            .map(|dev| {
-                if dev.trace.len() > 100_000 {
-                    Err(scope.spawn(|| one(dev)))
-                } else {
-                    Ok(one(dev))
-                }
-            })
-            .collect();
-        pending
-            .into_iter()
-            .map(|p| {
-                p.unwrap_or_else(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            })
-            .collect()
-    });
+    let (devices, trace_marks): (Vec<DeviceSummary>, Vec<Option<Vec<bool>>>) =
+        std::thread::scope(|scope| {
+            let pending: Vec<_> = views
+                .iter()
+                .map(|dev| {
+                    if dev.trace.len() > 100_000 {
+                        Err(scope.spawn(|| one(dev)))
+                    } else {
+                        Ok(one(dev))
+                    }
+                })
+                .collect();
+            pending
+                .into_iter()
+                .map(|p| {
+                    p.unwrap_or_else(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                })
+                .unzip()
+        });
     let mut all = Totals::default();
     for d in &devices {
         all.add(&d.totals);
     }
+    // Which actions occur, from the per-device counts (host traces are searched).
+    let any_action = |a: Action| {
+        devices
+            .iter()
+            .any(|d| d.totals.actions.contains_key(snap.actions.name(a)))
+            || snap.host_traces.iter().flatten().any(|t| t.has_action(a))
+    };
     let overflowed = overflowed(snap);
     let trace = TraceInfo {
         wrapped: devices.iter().any(|d| d.wrapped) || overflowed == Some(true),
@@ -390,21 +389,28 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),
     };
     let warnings = history_warnings(&trace, &snap.warnings);
-    let used_stacks = used_nonempty_stacks(snap);
+    let used_stacks = used_nonempty_stacks(snap, &views, trace_marks);
     let mut used_frames: HashSet<u32> = HashSet::new();
     for s in &used_stacks {
         used_frames.extend(snap.stacks.get(*s).iter().map(|f| f.0));
     }
     let anns = snap.external_annotations.as_deref().unwrap_or(&[]);
-    let mut names: BTreeMap<String, u64> = BTreeMap::new();
+    // Counted by borrowed name: a copy of each name was most of the cost.
+    let mut names: FastMap<&str, u64> = FastMap::default();
     for a in anns {
         if a.stage.as_deref() != Some("END") {
-            *names.entry(a.name.clone().unwrap_or_default()).or_default() += 1;
+            *names
+                .entry(a.name.as_deref().unwrap_or_default())
+                .or_default() += 1;
         }
     }
-    let mut annotation_names: Vec<(String, u64)> = names.into_iter().collect();
-    annotation_names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    annotation_names.truncate(20);
+    let mut counted: Vec<(&str, u64)> = names.into_iter().collect();
+    counted.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let annotation_names: Vec<(String, u64)> = counted
+        .into_iter()
+        .take(20)
+        .map(|(n, c)| (n.to_string(), c))
+        .collect();
     Summary {
         schema: SCHEMA,
         file: file.to_string(),
@@ -413,13 +419,13 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             pickle_protocol: snap.format.pickle_protocol,
             pickle_style: snap.format.pickle_style.clone(),
             compression: snap.format.compression.clone(),
-            producer: producer(snap).into(),
+            producer: producer_with(snap, &any_action).into(),
             layout: match snap.layout {
                 Layout::Dict => "dict",
                 Layout::SegmentList => "segment-list",
             }
             .into(),
-            era: era(snap),
+            era: era_with(snap, &any_action),
         },
         totals: TotalsWithDevices {
             devices: devices.len() as u64,
@@ -467,11 +473,26 @@ fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
 }
 
 /// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so
-/// distinct ids are distinct stacks).
-fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
+/// distinct ids are distinct stacks). `marks` holds, per device view, the stacks its trace
+/// uses when the per-device pass marked them; the rest is marked here.
+fn used_nonempty_stacks(
+    snap: &Snapshot,
+    views: &[DeviceView],
+    marks: Vec<Option<Vec<bool>>>,
+) -> Vec<StackId> {
     let mut used = vec![false; snap.stacks.len()];
+    let mut unmarked = Vec::new();
+    for (view, m) in views.iter().zip(marks) {
+        match m {
+            Some(m) => used.iter_mut().zip(m).for_each(|(u, m)| *u |= m),
+            None => unmarked.push(view.trace),
+        }
+    }
     let mut mark = |s: StackId| used[s.index()] = true;
-    for t in snap.all_traces() {
+    for t in unmarked
+        .into_iter()
+        .chain(snap.host_traces.iter().flatten())
+    {
         t.stack.iter().for_each(|&s| mark(s));
     }
     for s in &snap.segments {

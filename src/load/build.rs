@@ -8,12 +8,13 @@
 use super::fields;
 use super::pickle::{Absorb, Absorbed, DictSlot, Heap, ListSlot, PendingEvent, Value as H};
 use super::prefault::Region;
+use super::scan_ahead::ScanAhead;
 use super::stacks::StackInterner;
 use crate::error::LoadErrorKind;
 use crate::model::fxhash::FastMap;
 use crate::model::{
     Action, Annotation, Block, BlockState, EventMeta, Extra, Frame, FrameId, HistoryEntry, Layout,
-    MetaId, Segment, Snapshot, StackId, Trace, Value, flags,
+    MetaId, Segment, Snapshot, StackId, Trace, TraceScan, Value, flags,
 };
 
 type R<T> = Result<T, LoadErrorKind>;
@@ -81,6 +82,8 @@ pub(crate) struct Builder {
     /// Owned-value nodes left before a shared structure is judged an expansion attack.
     node_budget: u64,
     input_len: usize,
+    /// Long traces lent to a worker for their [`TraceScan`] once the next trace begins.
+    scan_ahead: ScanAhead,
 }
 
 impl Builder {
@@ -101,6 +104,7 @@ impl Builder {
             frame_scratch: Vec::new(),
             node_budget: 1_000_000 + 4 * input_len as u64,
             input_len,
+            scan_ahead: ScanAhead::new(threaded),
         }
     }
 
@@ -276,8 +280,25 @@ impl Builder {
         f
     }
 
+    /// Lends trace `t` to the scan worker (when it is long enough).
+    fn lend(&mut self, t: usize) {
+        let metas = &self.snap.metas;
+        self.scan_ahead
+            .lend(t, &mut self.traces[t], || TraceScan::timed(metas));
+    }
+
+    /// Takes trace `t` back from the scan worker if it is lent (an event for it came
+    /// after the next trace began, or the load is ending).
+    #[inline]
+    fn here(&mut self, t: usize) {
+        if self.traces[t].is_none() {
+            self.scan_ahead.take_back(t, &mut self.traces);
+        }
+    }
+
     /// Converts one trace-entry dict and appends it to `trace`.
     fn push_event(&mut self, heap: &mut Heap, d: u32, trace: usize, offset: u64) -> R<()> {
+        self.here(trace);
         let index = self.traces[trace].as_ref().map_or(0, Trace::len);
         let place = || event_place(index, trace, offset);
         let Some(items) = heap.take_dict_items(d) else {
@@ -589,6 +610,10 @@ impl Builder {
     /// could hold: capacity never touched costs address space, not memory, and saves
     /// copying the columns each time they would double.
     fn new_trace(&mut self, offset: u64) -> usize {
+        // A new trace list means the one before it is most likely complete.
+        if let Some(prev) = self.traces.len().checked_sub(1) {
+            self.lend(prev);
+        }
         let left = (self.input_len as u64).saturating_sub(offset);
         let mut t = Trace::default();
         if offset != u64::MAX && left > (1 << 20) {
@@ -981,6 +1006,7 @@ impl Builder {
             let trace = match &heap.lists[li as usize] {
                 ListSlot::Events(t) => {
                     let t = *t as usize;
+                    self.here(t);
                     self.traces[t].take().unwrap_or_default()
                 }
                 ListSlot::Items(items) => {
@@ -1027,6 +1053,10 @@ impl Builder {
             }
             H::Dict(_) => {
                 self.snap.layout = Layout::Dict;
+                // The last trace is complete now: scanned while the rest is converted.
+                for t in 0..self.traces.len() {
+                    self.lend(t);
+                }
                 let items = Self::dict_items(heap, top, &|| "the top-level dict".into())?;
                 // Snapshot keys are strings; anything else is some other pickle.
                 if let Some((k, _)) = items.iter().find(|(k, _)| heap.as_str(*k).is_none()) {
@@ -1046,6 +1076,8 @@ impl Builder {
                         .collect()
                 };
                 let mut repeated: std::collections::BTreeMap<String, u64> = Default::default();
+                // Traces are converted last, so that their scans run meanwhile.
+                let mut trace_keys = Vec::new();
                 for (i, (k, v)) in items.into_iter().enumerate() {
                     let key = heap.as_str(k).unwrap_or("").to_owned();
                     if !keep[i] {
@@ -1061,14 +1093,7 @@ impl Builder {
                                 self.snap.segments.push(seg);
                             }
                         }
-                        "device_traces" => {
-                            let t = self.traces(heap, v, "device_traces")?;
-                            self.snap.device_traces = Some(t);
-                        }
-                        "host_traces" => {
-                            let t = self.traces(heap, v, "host_traces")?;
-                            self.snap.host_traces = Some(t);
-                        }
+                        "device_traces" | "host_traces" => trace_keys.push((key, v)),
                         "allocator_settings" => {
                             self.snap.allocator_settings = Some(self.owned(heap, v, 0)?)
                         }
@@ -1086,6 +1111,13 @@ impl Builder {
                             let ov = self.owned(heap, v, 0)?;
                             self.snap.extra.push((key, ov));
                         }
+                    }
+                }
+                for (key, v) in trace_keys {
+                    let t = Some(self.traces(heap, v, &key)?);
+                    match key.as_str() {
+                        "device_traces" => self.snap.device_traces = t,
+                        _ => self.snap.host_traces = t,
                     }
                 }
                 for (key, n) in repeated {
@@ -1239,6 +1271,16 @@ impl<'a> Absorb<'a> for Builder {
         single: bool,
         offset: u64,
     ) -> R<Absorbed> {
+        // Trace lists placed into their parent list are complete.
+        if let Some(H::List(_)) = items.first() {
+            for &item in items {
+                if let H::List(l) = item
+                    && let Some(&ListSlot::Events(t)) = heap.lists.get(l as usize)
+                {
+                    self.lend(t as usize);
+                }
+            }
+        }
         let trace = match &heap.lists[list as usize] {
             ListSlot::Events(t) => *t as usize,
             ListSlot::Items(existing) if existing.is_empty() => {
@@ -1260,6 +1302,7 @@ impl<'a> Absorb<'a> for Builder {
             }
             _ => return Ok(Absorbed::No),
         };
+        self.here(trace);
         for &item in items {
             match item {
                 H::Dict(d) => self.push_event(heap, d, trace, offset)?,
@@ -1304,6 +1347,7 @@ impl<'a> Absorb<'a> for Builder {
         offset: u64,
     ) -> R<()> {
         let trace = trace as usize;
+        self.here(trace);
         let index = self.traces[trace].as_ref().map_or(0, Trace::len);
         self.finish_event(heap, ev, Extra::new(), trace, &|| {
             event_place(index, trace, offset)

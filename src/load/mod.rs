@@ -12,6 +12,7 @@ mod json;
 mod memo;
 mod pickle;
 mod prefault;
+mod scan_ahead;
 mod stacks;
 
 use std::fs::File;

@@ -1,9 +1,11 @@
 //! The one in-memory model every analysis reads: interned frames and stacks, columnar
 //! trace events per device, segments with their blocks, annotations and settings.
 
+pub mod addr_map;
 mod frames;
 pub mod fxhash;
 mod ids;
+mod scan;
 mod trace;
 mod value;
 
@@ -11,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use frames::{Frame, FrameTable, StackTable, Strings};
 pub use ids::{FrameId, MetaId, StackId, StrId};
+pub use scan::{ScanCell, TraceScan};
 pub use trace::{Action, ActionTable, EventMeta, Trace, flags};
 pub use value::{Extra, Value};
 

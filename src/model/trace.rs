@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ids::{MetaId, StackId};
+use super::scan::{ScanCell, TraceScan};
 use super::value::{Extra, Value};
 
 /// What happened in a trace event. Known actions have fixed codes; unknown action
@@ -172,6 +173,9 @@ pub struct Trace {
     pub stack: Vec<StackId>,
     /// Shared attributes per event, into [`crate::model::Snapshot::metas`].
     pub meta: Vec<MetaId>,
+    /// The trace's [`TraceScan`] once computed (see [`Trace::scan`]).
+    #[serde(skip)]
+    pub scan_cell: ScanCell,
 }
 
 impl Trace {
@@ -183,6 +187,26 @@ impl Trace {
     /// True when the trace holds no event.
     pub fn is_empty(&self) -> bool {
         self.action.is_empty()
+    }
+
+    /// Whether any event has action `a`. It counts rather than stopping at the first
+    /// match, because the counting loop is vectorised: on a trace without `a` (the
+    /// common case) that is many times faster than a search.
+    pub fn has_action(&self, a: Action) -> bool {
+        self.action
+            .iter()
+            .map(|x| (x.0 == a.0) as usize)
+            .sum::<usize>()
+            > 0
+    }
+
+    /// This trace's [`TraceScan`]: the one the loader computed ahead (for long traces, on
+    /// the second core), or computed now. `metas` are the snapshot's. A scan describes
+    /// the columns as they were when it was computed: [`Trace::push`] forgets it, and
+    /// code that writes the columns directly must call [`ScanCell::clear`].
+    pub fn scan(&self, metas: &[EventMeta]) -> &TraceScan {
+        self.scan_cell
+            .get_or_init(|| TraceScan::of(self, &TraceScan::timed(metas)))
     }
 
     /// Reserves room for `n` more events in every column.
@@ -206,6 +230,7 @@ impl Trace {
         stack: StackId,
         meta: MetaId,
     ) {
+        self.scan_cell.clear();
         self.action.push(action);
         self.addr.push(addr);
         self.size.push(size);

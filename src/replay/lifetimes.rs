@@ -9,8 +9,9 @@
 //! began (alive from the start), and a `free_completed` with no `alloc` frees an
 //! allocation made before the trace began (alive from the start until that free).
 
+use crate::model::addr_map::AddrMap;
 use crate::model::fxhash::FastMap;
-use crate::model::{Action, Block, DeviceView, StackId};
+use crate::model::{Action, Block, DeviceView, StackId, TraceScan};
 
 /// Where a lifetime's allocation comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,36 +193,33 @@ pub struct Coverage {
 
 /// The counts of [`replay`] alone. It keeps only the live addresses (a map of the
 /// allocations open now), not a record per allocation, so it costs a fraction of it.
+/// Uses the trace's kept [`TraceScan`] when there is one.
 pub fn coverage(dev: &DeviceView) -> Coverage {
-    let t = dev.trace;
-    let mut c = Coverage::default();
-    // addr -> requested bytes of the allocation holding it
-    let mut open: FastMap<u64, u64> = FastMap::default();
-    let mut open_segments: FastMap<u64, ()> = FastMap::default();
-    for i in 0..t.len() {
-        let addr = t.addr[i];
-        match t.action[i] {
-            Action::ALLOC => c.double_allocs += open.insert(addr, t.size[i]).is_some() as u64,
-            Action::FREE_COMPLETED => c.unmatched_frees += open.remove(&addr).is_none() as u64,
-            Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
-                open_segments.insert(addr, ());
-            }
-            Action::SEGMENT_FREE | Action::SEGMENT_UNMAP => {
-                c.unmatched_segment_frees += open_segments.remove(&addr).is_none() as u64
-            }
-            _ => {}
-        }
+    match dev.trace.scan_cell.get() {
+        Some(scan) => coverage_of(dev, scan),
+        None => coverage_of(dev, &TraceScan::of(dev.trace, &[])),
     }
+}
+
+/// [`coverage`] from a scan of the device's trace.
+pub fn coverage_of(dev: &DeviceView, scan: &TraceScan) -> Coverage {
+    let mut c = Coverage {
+        unmatched_frees: scan.unmatched_frees,
+        unmatched_segment_frees: scan.unmatched_segment_frees,
+        double_allocs: scan.double_allocs,
+        ..Coverage::default()
+    };
     let mut blocks: FastMap<u64, u64> = FastMap::default();
     for b in dev.segments.iter().flat_map(|s| &s.blocks) {
         if b.state.is_active() {
             blocks.insert(b.address, block_requested(b));
-            if !open.contains_key(&b.address) {
+            if !scan.open.contains_key(b.address) {
                 c.pre_trace_blocks += 1;
             }
         }
     }
-    c.mismatches = open
+    c.mismatches = scan
+        .open
         .iter()
         .filter(|(addr, bytes)| blocks.get(addr) != Some(bytes))
         .count() as u64;
@@ -239,8 +237,8 @@ pub fn replay(dev: &DeviceView) -> Replay {
         ..Default::default()
     };
     // addr -> index in lifetimes of the allocation currently holding it
-    let mut open: FastMap<u64, usize> = FastMap::default();
-    let mut open_segments: FastMap<u64, ()> = FastMap::default();
+    let mut open: AddrMap<usize> = AddrMap::default();
+    let mut open_segments: AddrMap<()> = AddrMap::default();
     // Frees whose alloc is missing: alive from the start until the free.
     let mut unmatched: Vec<Lifetime> = Vec::new();
     let mut live: i128 = 0; // relative to the (unknown yet) initial live bytes
@@ -252,7 +250,7 @@ pub fn replay(dev: &DeviceView) -> Replay {
         let size = t.size[i];
         match t.action[i] {
             Action::ALLOC => {
-                if let Some(prev) = open.remove(&addr) {
+                if let Some(prev) = open.remove(addr) {
                     // A second alloc at a live address: the trace lost the free.
                     r.double_allocs += 1;
                     r.lifetimes[prev].freed = Some(i as u32);
@@ -271,11 +269,11 @@ pub fn replay(dev: &DeviceView) -> Replay {
                 live += size as i128;
             }
             Action::FREE_REQUESTED => {
-                if let Some(&k) = open.get(&addr) {
+                if let Some(k) = open.get(addr) {
                     r.lifetimes[k].free_requested.get_or_insert(i as u32);
                 }
             }
-            Action::FREE_COMPLETED => match open.remove(&addr) {
+            Action::FREE_COMPLETED => match open.remove(addr) {
                 Some(k) => {
                     let l = &mut r.lifetimes[k];
                     l.freed = Some(i as u32);
@@ -301,7 +299,7 @@ pub fn replay(dev: &DeviceView) -> Replay {
                 reserved_delta += size as i128
             }
             Action::SEGMENT_FREE | Action::SEGMENT_UNMAP => {
-                if open_segments.remove(&addr).is_none() {
+                if open_segments.remove(addr).is_none() {
                     r.unmatched_segment_frees += 1;
                 }
                 reserved_delta -= size as i128
@@ -325,7 +323,7 @@ pub fn replay(dev: &DeviceView) -> Replay {
     let mut pre_trace = Vec::new();
     for s in &dev.segments {
         for b in &s.blocks {
-            if b.state.is_active() && !open.contains_key(&b.address) {
+            if b.state.is_active() && !open.contains_key(b.address) {
                 pre_trace.push(Lifetime {
                     addr: b.address,
                     bytes: block_requested(b),
@@ -338,7 +336,7 @@ pub fn replay(dev: &DeviceView) -> Replay {
             }
         }
     }
-    let mut open_sorted: Vec<usize> = open.values().copied().collect();
+    let mut open_sorted: Vec<usize> = open.iter().map(|(_, k)| k).collect();
     open_sorted.sort_unstable();
     for k in open_sorted {
         let l = &r.lifetimes[k];

@@ -5,5 +5,5 @@
 mod lifetimes;
 mod state;
 
-pub use lifetimes::{Coverage, Lifetime, Mismatch, Origin, Replay, coverage, replay};
+pub use lifetimes::{Coverage, Lifetime, Mismatch, Origin, Replay, coverage, coverage_of, replay};
 pub use state::{AllocatorState, StateBlock, StateSegment};

@@ -15,4 +15,5 @@ mod oom;
 mod ranks;
 mod report;
 mod robustness;
+mod scan_ahead;
 mod scenarios;
