@@ -1,6 +1,6 @@
 //! `leakscope summary`: what is in the file, per device and in total.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -343,25 +343,26 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     };
     // Devices are independent: the ones with long traces are summarized in parallel.
     let views = snap.devices();
-    let (devices, trace_marks): (Vec<DeviceSummary>, Vec<Option<Vec<bool>>>) =
-        std::thread::scope(|scope| {
-            let pending: Vec<_> = views
-                .iter()
-                .map(|dev| {
-                    if dev.trace.len() > 100_000 {
-                        Err(scope.spawn(|| one(dev)))
-                    } else {
-                        Ok(one(dev))
-                    }
-                })
-                .collect();
-            pending
-                .into_iter()
-                .map(|p| {
-                    p.unwrap_or_else(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                })
-                .unzip()
-        });
+    let anns = snap.external_annotations.as_deref().unwrap_or(&[]);
+    let (devices, trace_marks, annotation_names) = std::thread::scope(|scope| {
+        // Annotation names are counted meanwhile, when there are many.
+        let names = (anns.len() > 10_000).then(|| scope.spawn(|| annotation_names(anns)));
+        let (devices, marks): (Vec<DeviceSummary>, Vec<Option<Vec<bool>>>) = views
+            .iter()
+            .map(|dev| {
+                if dev.trace.len() > 100_000 {
+                    Err(scope.spawn(|| one(dev)))
+                } else {
+                    Ok(one(dev))
+                }
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|p| p.unwrap_or_else(join))
+            .unzip();
+        let names = names.map_or_else(|| annotation_names(anns), join);
+        (devices, marks, names)
+    });
     let mut all = Totals::default();
     for d in &devices {
         all.add(&d.totals);
@@ -390,27 +391,12 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     };
     let warnings = history_warnings(&trace, &snap.warnings);
     let used_stacks = used_nonempty_stacks(snap, &views, trace_marks);
-    let mut used_frames: HashSet<u32> = HashSet::new();
+    let mut used_frames = vec![false; snap.frames.len()];
     for s in &used_stacks {
-        used_frames.extend(snap.stacks.get(*s).iter().map(|f| f.0));
-    }
-    let anns = snap.external_annotations.as_deref().unwrap_or(&[]);
-    // Counted by borrowed name: a copy of each name was most of the cost.
-    let mut names: FastMap<&str, u64> = FastMap::default();
-    for a in anns {
-        if a.stage.as_deref() != Some("END") {
-            *names
-                .entry(a.name.as_deref().unwrap_or_default())
-                .or_default() += 1;
+        for f in snap.stacks.get(*s) {
+            used_frames[f.index()] = true;
         }
     }
-    let mut counted: Vec<(&str, u64)> = names.into_iter().collect();
-    counted.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let annotation_names: Vec<(String, u64)> = counted
-        .into_iter()
-        .take(20)
-        .map(|(n, c)| (n.to_string(), c))
-        .collect();
     Summary {
         schema: SCHEMA,
         file: file.to_string(),
@@ -434,7 +420,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         devices,
         trace,
         frames: FrameInfo {
-            unique_frames: used_frames.len() as u64,
+            unique_frames: used_frames.iter().filter(|&&u| u).count() as u64,
             unique_stacks: used_stacks.len() as u64,
         },
         annotations: anns.len() as u64,
@@ -442,6 +428,32 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         top_keys: snap.top_keys.clone(),
         warnings,
     }
+}
+
+/// A scoped thread's result (its panic goes on in the caller).
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// Distinct annotation names with their START counts (entries that are not END), most
+/// frequent first, at most 20.
+fn annotation_names(anns: &[crate::model::Annotation]) -> Vec<(String, u64)> {
+    // Counted by borrowed name: a copy of each name was most of the cost.
+    let mut names: FastMap<&str, u64> = FastMap::default();
+    for a in anns {
+        if a.stage.as_deref() != Some("END") {
+            *names
+                .entry(a.name.as_deref().unwrap_or_default())
+                .or_default() += 1;
+        }
+    }
+    let mut counted: Vec<(&str, u64)> = names.into_iter().collect();
+    counted.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    counted
+        .into_iter()
+        .take(20)
+        .map(|(n, c)| (n.to_string(), c))
+        .collect()
 }
 
 /// The loader's warnings, then what the replay found that an allocator cannot do. Each
