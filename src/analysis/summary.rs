@@ -316,7 +316,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             (scan.first_time_us, scan.last_time_us, scan.time_reversals);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
-        let summary = DeviceSummary {
+        DeviceSummary {
             device: dev.device,
             totals: t,
             first_time_us: first,
@@ -328,26 +328,15 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             double_allocs: cov.double_allocs,
             time_reversals,
             wrapped,
-        };
-        // The stacks a long trace uses are marked here, in parallel with other devices;
-        // only where the marks take no more room than the trace itself.
-        let n = dev.trace.len();
-        let used = (n > 100_000 && snap.stacks.len() <= n).then(|| {
-            let mut used = vec![false; snap.stacks.len()];
-            for &s in &dev.trace.stack {
-                used[s.index()] = true;
-            }
-            used
-        });
-        (summary, used)
+        }
     };
     // Devices are independent: the ones with long traces are summarized in parallel.
     let views = snap.devices();
     let anns = snap.external_annotations.as_deref().unwrap_or(&[]);
-    let (devices, trace_marks, annotation_names) = std::thread::scope(|scope| {
+    let (devices, annotation_names) = std::thread::scope(|scope| {
         // Annotation names are counted meanwhile, when there are many.
         let names = (anns.len() > 10_000).then(|| scope.spawn(|| annotation_names(anns)));
-        let (devices, marks): (Vec<DeviceSummary>, Vec<Option<Vec<bool>>>) = views
+        let devices: Vec<DeviceSummary> = views
             .iter()
             .map(|dev| {
                 if dev.trace.len() > 100_000 {
@@ -359,9 +348,9 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             .collect::<Vec<_>>()
             .into_iter()
             .map(|p| p.unwrap_or_else(join))
-            .unzip();
+            .collect();
         let names = names.map_or_else(|| annotation_names(anns), join);
-        (devices, marks, names)
+        (devices, names)
     });
     let mut all = Totals::default();
     for d in &devices {
@@ -390,7 +379,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),
     };
     let warnings = history_warnings(&trace, &snap.warnings);
-    let used_stacks = used_nonempty_stacks(snap, &views, trace_marks);
+    let used_stacks = used_nonempty_stacks(snap);
     let mut used_frames = vec![false; snap.frames.len()];
     for s in &used_stacks {
         for f in snap.stacks.get(*s) {
@@ -485,26 +474,22 @@ fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
 }
 
 /// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so
-/// distinct ids are distinct stacks). `marks` holds, per device view, the stacks its trace
-/// uses when the per-device pass marked them; the rest is marked here.
-fn used_nonempty_stacks(
-    snap: &Snapshot,
-    views: &[DeviceView],
-    marks: Vec<Option<Vec<bool>>>,
-) -> Vec<StackId> {
+/// distinct ids are distinct stacks). Device traces' stacks come from their scans.
+fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
     let mut used = vec![false; snap.stacks.len()];
-    let mut unmarked = Vec::new();
-    for (view, m) in views.iter().zip(marks) {
-        match m {
-            Some(m) => used.iter_mut().zip(m).for_each(|(u, m)| *u |= m),
-            None => unmarked.push(view.trace),
+    for t in snap.device_traces.iter().flatten() {
+        for (w, &word) in t.scan(&snap.metas).stacks_used.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                if let Some(u) = used.get_mut(w * 64 + bits.trailing_zeros() as usize) {
+                    *u = true;
+                }
+                bits &= bits - 1;
+            }
         }
     }
     let mut mark = |s: StackId| used[s.index()] = true;
-    for t in unmarked
-        .into_iter()
-        .chain(snap.host_traces.iter().flatten())
-    {
+    for t in snap.host_traces.iter().flatten() {
         t.stack.iter().for_each(|&s| mark(s));
     }
     for s in &snap.segments {

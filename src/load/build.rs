@@ -84,6 +84,8 @@ pub(crate) struct Builder {
     input_len: usize,
     /// Long traces lent to a worker for their [`TraceScan`] once the next trace begins.
     scan_ahead: ScanAhead,
+    /// Whether helper threads may be used.
+    threaded: bool,
 }
 
 impl Builder {
@@ -105,6 +107,7 @@ impl Builder {
             node_budget: 1_000_000 + 4 * input_len as u64,
             input_len,
             scan_ahead: ScanAhead::new(threaded),
+            threaded,
         }
     }
 
@@ -725,10 +728,14 @@ impl Builder {
     // ---------- the rest of the file ----------
 
     fn dict_items(heap: &Heap, v: H, place: &dyn Fn() -> String) -> R<Vec<(H, H)>> {
+        Self::dict_slice(heap, v, place).map(<[_]>::to_vec)
+    }
+
+    /// The items of dict `v`, borrowed (where the heap is not changed meanwhile).
+    fn dict_slice<'h>(heap: &'h Heap, v: H, place: &dyn Fn() -> String) -> R<&'h [(H, H)]> {
         match v {
             H::Dict(d) => heap
                 .dict_items(d)
-                .map(<[_]>::to_vec)
                 .ok_or_else(|| schema(place(), "expected a dict")),
             other => Err(schema(
                 place(),
@@ -965,9 +972,9 @@ impl Builder {
         Ok(h)
     }
 
-    fn annotation(&mut self, heap: &mut Heap, v: H, i: usize) -> R<Annotation> {
+    fn annotation(&mut self, heap: &Heap, v: H, i: usize) -> R<Annotation> {
         let place = || format!("external_annotations[{i}]");
-        let items = Self::dict_items(heap, v, &place)?;
+        let items = Self::dict_slice(heap, v, &place)?;
         let mut a = Annotation {
             stage: None,
             name: None,
@@ -975,7 +982,7 @@ impl Builder {
             time_us: None,
             extra: Extra::new(),
         };
-        for (k, val) in items {
+        for &(k, val) in items {
             match (heap.as_str(k), val) {
                 (Some("stage"), v) if v.is_str() => a.stage = heap.as_str(val).map(str::to_owned),
                 (Some("name"), v) if v.is_str() => a.name = heap.as_str(val).map(str::to_owned),
@@ -1173,10 +1180,11 @@ impl Builder {
                 unknown.join(", ")
             ));
         }
+        let threaded = self.threaded;
         let (table, ids) = self.stacks.finish();
         let mut snap = self.snap;
         snap.stacks = table;
-        remap_stacks(&mut snap, &ids);
+        remap_stacks(&mut snap, &ids, threaded);
         Ok(snap)
     }
 }
@@ -1224,23 +1232,42 @@ fn action_needs_address(a: Action) -> bool {
 }
 
 /// Replaces stack tickets by interned ids everywhere the model holds a stack.
-fn remap_stacks(snap: &mut Snapshot, ids: &[StackId]) {
+fn remap_stacks(snap: &mut Snapshot, ids: &[StackId], threaded: bool) {
     let map = |s: &mut StackId| *s = ids.get(s.index()).copied().unwrap_or(StackId::EMPTY);
-    for t in snap.device_traces.iter_mut().flatten() {
+    let remap_trace = |t: &mut Trace| {
         t.stack.iter_mut().for_each(map);
-    }
-    for t in snap.host_traces.iter_mut().flatten() {
-        t.stack.iter_mut().for_each(map);
-    }
-    for seg in &mut snap.segments {
-        seg.stack.iter_mut().for_each(map);
-        for b in &mut seg.blocks {
-            b.stack.iter_mut().for_each(map);
-            for h in b.history.iter_mut().flatten() {
-                h.stack.iter_mut().for_each(map);
+        // A scan made ahead saw the tickets.
+        if let Some(scan) = t.scan_cell.get_mut() {
+            scan.remap_stacks(ids);
+        }
+    };
+    std::thread::scope(|scope| {
+        let mut traces = snap
+            .device_traces
+            .iter_mut()
+            .flatten()
+            .chain(snap.host_traces.iter_mut().flatten());
+        // Long traces after the first are remapped on their own threads meanwhile.
+        if let Some(first) = traces.next() {
+            for t in traces {
+                if threaded && t.len() >= super::scan_ahead::MIN_EVENTS {
+                    scope.spawn(|| remap_trace(t));
+                } else {
+                    remap_trace(t);
+                }
+            }
+            remap_trace(first);
+        }
+        for seg in &mut snap.segments {
+            seg.stack.iter_mut().for_each(map);
+            for b in &mut seg.blocks {
+                b.stack.iter_mut().for_each(map);
+                for h in b.history.iter_mut().flatten() {
+                    h.stack.iter_mut().for_each(map);
+                }
             }
         }
-    }
+    });
 }
 
 /// Where a trace entry is, for error messages (`offset` is `u64::MAX` when unknown, as in JSON).

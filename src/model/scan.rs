@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 
 use super::addr_map::AddrMap;
+use super::ids::StackId;
 use super::trace::{Action, EventMeta, Trace, flags};
 
 /// The counts of one pass over a trace.
@@ -27,6 +28,8 @@ pub struct TraceScan {
     pub last_time_us: Option<i64>,
     /// Timed events whose `time_us` is earlier than the previous timed event's.
     pub time_reversals: u64,
+    /// The stacks the events carry, as a bit set over stack ids.
+    pub stacks_used: Vec<u64>,
 }
 
 impl TraceScan {
@@ -66,9 +69,30 @@ impl TraceScan {
         if prev.is_some() {
             (s.first_time_us, s.last_time_us) = (Some(lo), Some(hi));
         }
+        let top = trace.stack.iter().map(|s| s.index()).max().unwrap_or(0);
+        s.stacks_used = vec![0u64; top / 64 + 1];
+        for st in &trace.stack {
+            s.stacks_used[st.index() / 64] |= 1 << (st.index() % 64);
+        }
         let used = counts.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
         s.actions = counts[..used].to_vec();
         s
+    }
+
+    /// Rewrites `stacks_used` through `ids` (old id → new id), for a scan made before the
+    /// trace's stack ids were.
+    pub fn remap_stacks(&mut self, ids: &[StackId]) {
+        let mut out = vec![0u64; ids.iter().map(|s| s.index()).max().unwrap_or(0) / 64 + 1];
+        for (w, &word) in self.stacks_used.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let old = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let new = ids.get(old).copied().unwrap_or(StackId::EMPTY).index();
+                out[new / 64] |= 1 << (new % 64);
+            }
+        }
+        self.stacks_used = out;
     }
 
     /// Which metas carry `time_us`, as [`TraceScan::of`] takes it.
@@ -99,6 +123,11 @@ impl ScanCell {
         let _ = self.0.set(scan);
     }
 
+    /// The scan, to change in place.
+    pub fn get_mut(&mut self) -> Option<&mut TraceScan> {
+        self.0.get_mut()
+    }
+
     /// Forgets the scan (the trace is about to change).
     pub fn clear(&mut self) {
         self.0.take();
@@ -124,5 +153,35 @@ impl std::fmt::Debug for ScanCell {
         } else {
             "ScanCell(none)"
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stack marks made on tickets follow the tickets to their ids: tickets 1, 5 and 70
+    /// become ids 3, 3 (two tickets of one stack) and 1; ticket 0 (unused) would be 0.
+    #[test]
+    fn stack_marks_follow_the_remap() {
+        let mut t = Trace::default();
+        for s in [1u32, 5, 70, 5] {
+            t.push(
+                Action::ALLOC,
+                512 * s as u64,
+                8,
+                0,
+                StackId(s),
+                crate::model::MetaId(0),
+            );
+        }
+        let mut scan = TraceScan::of(&t, &[]);
+        assert_eq!(scan.stacks_used, vec![(1 << 1) | (1 << 5), 1 << 6]);
+        let mut ids = vec![StackId(0); 71];
+        (ids[1], ids[5], ids[70]) = (StackId(3), StackId(3), StackId(1));
+        scan.remap_stacks(&ids);
+        assert_eq!(scan.stacks_used, vec![(1 << 1) | (1 << 3)]);
+        assert_eq!(scan.actions, vec![4]);
+        assert_eq!((scan.double_allocs, scan.open.len()), (1, 3));
     }
 }

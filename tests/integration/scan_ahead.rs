@@ -10,11 +10,23 @@ use leakscope::LoadOptions;
 /// Writes `plain.pickle` (CPython's pickler, protocol 4), `late.pickle` (written by hand:
 /// the last 20,000 events of trace 0 are appended after trace 1 is complete) and
 /// `truth.json` (per device: event counts per action, double allocs, unmatched frees and
-/// segment frees, allocations open at the end, time range and reversals).
+/// segment frees, allocations open at the end, time range and reversals; the distinct
+/// non-empty stacks and the frames they use).
 const GENERATOR: &str = r#"
 import json, pickle, random, struct, sys
 out = sys.argv[1]
 rng = random.Random(7)
+
+# Twelve call sites over twenty distinct frames; every event gets a fresh list, as PyTorch
+# writes them, of the same frame dicts. Sites 12-17 repeat sites 0-5 with equal frames
+# that are other objects (other memo slots, so other bytes): the same stacks by content,
+# which leakscope only finds when it interns them, after the traces were scanned.
+FRAMES = [dict(filename=f"model/layer{k % 7}.py", line=10 + k, name=f"fn{k}") for k in range(20)]
+SITES = [[FRAMES[(s * 3 + j) % 20] for j in range(1 + s % 4)] for s in range(12)]
+SITES += [[dict(f) for f in SITES[s]] for s in range(6)]
+
+def frames():
+    return list(rng.choice(SITES)) if rng.random() < 0.9 else []
 
 def trace(n, base):
     ev, live, segs, t = [], [], [], 1_000_000
@@ -35,11 +47,11 @@ def trace(n, base):
             if rng.random() < 0.002 and live:
                 a = rng.choice(live)           # an alloc at a live address
             size = rng.randint(1, 1 << 20)
-            ev.append(dict(action="alloc", addr=a, size=size, stream=0, time_us=t, frames=[]))
+            ev.append(dict(action="alloc", addr=a, size=size, stream=0, time_us=t, frames=frames()))
             live.append(a)
         elif r < 0.72:
             a = rng.choice(live)
-            ev.append(dict(action="free_requested", addr=a, size=1, stream=0, time_us=t, frames=[]))
+            ev.append(dict(action="free_requested", addr=a, size=1, stream=0, time_us=t, frames=frames()))
         else:
             if rng.random() < 0.003:
                 a = base + (50_000 + rng.randint(0, 999)) * 512   # never allocated
@@ -77,7 +89,11 @@ t0, t1 = trace(130_000, 0x7f00_0000_0000), trace(110_000, 0x7e00_0000_0000)
 snap = {"segments": [], "device_traces": [t0, t1]}
 with open(f"{out}/plain.pickle", "wb") as f:
     pickle.dump(snap, f, protocol=4)
-json.dump([truth(t0), truth(t1)], open(f"{out}/truth.json", "w"))
+key = lambda f: (f["filename"], f["line"], f["name"])
+stacks = {tuple(key(f) for f in e["frames"]) for e in t0 + t1 if e["frames"]}
+used_frames = {key(f) for e in t0 + t1 for f in e["frames"]}
+json.dump(dict(devices=[truth(t0), truth(t1)], unique_stacks=len(stacks), unique_frames=len(used_frames)),
+          open(f"{out}/truth.json", "w"))
 
 # By hand: entries with their keys inline, no memo except the first trace list (slot 0).
 def s(x):
@@ -85,9 +101,12 @@ def s(x):
     return b"\x8c" + bytes([len(b)]) + b
 def i(v):
     return b"\x8a" + bytes([8]) + v.to_bytes(8, "little", signed=True)
+def frame(f):
+    return b"}(" + s("filename") + s(f["filename"]) + s("line") + i(f["line"]) + s("name") + s(f["name"]) + b"u"
 def entry(e):
     body = b"".join(s(k) + i(e[k]) for k in ("addr", "size", "stream", "time_us"))
-    return b"}(" + s("action") + s(e["action"]) + body + s("frames") + b"]" + b"u"
+    fl = b"](" + b"".join(frame(f) for f in e["frames"]) + b"e" if e["frames"] else b"]"
+    return b"}(" + s("action") + s(e["action"]) + body + s("frames") + fl + b"u"
 def items(evs):
     return b"".join(b"(" + b"".join(entry(e) for e in evs[k:k + 1000]) + b"e" for k in range(0, len(evs), 1000))
 split = len(t0) - 20_000
@@ -128,7 +147,10 @@ fn scans_made_ahead_match_a_python_replay_and_a_one_thread_load() {
             assert!(t.scan_cell.get().is_some(), "{name}: trace {d} has no scan");
         }
         let got = summary_json(&ahead, name);
-        for (d, want) in truth.as_array().unwrap().iter().enumerate() {
+        for key in ["unique_stacks", "unique_frames"] {
+            assert_eq!(got["frames"][key], truth[key], "{name}: {key}");
+        }
+        for (d, want) in truth["devices"].as_array().unwrap().iter().enumerate() {
             let dev = &devices(&got)[d];
             for key in [
                 "double_allocs",
