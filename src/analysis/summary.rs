@@ -478,13 +478,9 @@ fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
 fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
     let mut used = vec![false; snap.stacks.len()];
     for t in snap.device_traces.iter().flatten() {
-        for (w, &word) in t.scan(&snap.metas).stacks_used.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                if let Some(u) = used.get_mut(w * 64 + bits.trailing_zeros() as usize) {
-                    *u = true;
-                }
-                bits &= bits - 1;
+        for s in t.scan(&snap.metas).used_stacks() {
+            if let Some(u) = used.get_mut(s.index()) {
+                *u = true;
             }
         }
     }

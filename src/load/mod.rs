@@ -29,8 +29,9 @@ pub struct LoadOptions<'p> {
     pub max_decompressed_bytes: u64,
     /// Called with `(bytes done, bytes total)` while parsing large inputs.
     pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
-    /// Use helper threads (stack interning, mapping file pages ahead). Turn off when
-    /// loading several files at once, so each load keeps to one core.
+    /// Use helper threads (stack interning, mapping file pages ahead, scanning long
+    /// traces ahead, freeing the parser's tables). Turn off when loading several files at
+    /// once, so each load keeps to one core.
     pub threads: bool,
 }
 

@@ -1,7 +1,8 @@
 //! Long traces scanned on another core while the parse goes on.
 //!
-//! When a pickle starts a new trace list, the one before it is most likely complete. The
-//! builder lends it to a worker thread that computes its [`TraceScan`] (what `summary`
+//! When a pickle starts a new trace list, the one before it is most likely complete, and so
+//! is a trace list placed into its parent list (`device_traces`). The builder lends such a
+//! trace to a worker thread that computes its [`TraceScan`] (what `summary`
 //! needs from the events) and keeps it with the trace, so that pass costs nothing after
 //! the load. A trace that gets more events after all is taken back first (the scan is then
 //! dropped and computed again on use), so the result never depends on the guess.

@@ -1,5 +1,5 @@
 //! What one pass over a trace counts: events per action, how allocations pair with frees,
-//! and the time range. `summary` needs nothing else from the events, so the loader can run
+//! the time range, and which stacks the events carry. `summary` needs nothing else from the events, so the loader can run
 //! this pass on the second core as soon as a long trace is complete (while the rest of
 //! the file is parsed) and keep the result with the trace.
 
@@ -83,16 +83,33 @@ impl TraceScan {
     /// trace's stack ids were.
     pub fn remap_stacks(&mut self, ids: &[StackId]) {
         let mut out = vec![0u64; ids.iter().map(|s| s.index()).max().unwrap_or(0) / 64 + 1];
-        for (w, &word) in self.stacks_used.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let old = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let new = ids.get(old).copied().unwrap_or(StackId::EMPTY).index();
-                out[new / 64] |= 1 << (new % 64);
-            }
+        for old in self.used_stacks() {
+            let new = ids
+                .get(old.index())
+                .copied()
+                .unwrap_or(StackId::EMPTY)
+                .index();
+            out[new / 64] |= 1 << (new % 64);
         }
         self.stacks_used = out;
+    }
+
+    /// The stacks in `stacks_used`, in id order.
+    pub fn used_stacks(&self) -> impl Iterator<Item = StackId> + '_ {
+        self.stacks_used
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &word)| {
+                let mut bits = word;
+                std::iter::from_fn(move || {
+                    (bits != 0).then(|| {
+                        let b = bits.trailing_zeros();
+                        bits &= bits - 1;
+                        w * 64 + b as usize
+                    })
+                })
+            })
+            .map(|i| StackId(i as u32))
     }
 
     /// Which metas carry `time_us`, as [`TraceScan::of`] takes it.
@@ -181,6 +198,8 @@ mod tests {
         (ids[1], ids[5], ids[70]) = (StackId(3), StackId(3), StackId(1));
         scan.remap_stacks(&ids);
         assert_eq!(scan.stacks_used, vec![(1 << 1) | (1 << 3)]);
+        let used: Vec<StackId> = scan.used_stacks().collect();
+        assert_eq!(used, vec![StackId(1), StackId(3)]);
         assert_eq!(scan.actions, vec![4]);
         assert_eq!((scan.double_allocs, scan.open.len()), (1, 3));
     }
