@@ -375,12 +375,15 @@ fn windows_of(
     })
 }
 
+/// With `last` set (the command loads nothing after this file), the snapshot is left to
+/// the exit; otherwise it is freed, so that commands over many files hold one at a time.
 fn leak_run(
     file: &Path,
     win: &WindowArgs,
     attr: &AttrArgs,
     la: &LoadArgs,
     opts: &leaks::LeakOptions,
+    last: bool,
 ) -> anyhow::Result<LeakRun> {
     let (by, filters) = attr.options()?;
     let snap = load(file, la)?;
@@ -396,7 +399,9 @@ fn leak_run(
     let (end_allocated, end_reserved) = (dev.held_bytes(), dev.reserved_bytes());
     let peak = rep.peak().1;
     drop(attributor);
-    keep_until_exit((snap, rep));
+    if last {
+        keep_until_exit((snap, rep));
+    }
     Ok(LeakRun {
         report,
         end,
@@ -638,7 +643,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: la,
         } => {
             let opts = leaks::LeakOptions { warmup, min_bytes };
-            let report = leak_run(&file, &win, &attr, &la, &opts)?.report;
+            let report = leak_run(&file, &win, &attr, &la, &opts, true)?.report;
             emit(json, &report, |r| render::leaks::text(r, style))
         }
         Command::Compare {
@@ -650,8 +655,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             load: la,
         } => {
             let opts = leaks::LeakOptions::default();
-            let ra = leak_run(&a, &win, &attr, &la, &opts)?;
-            let rb = leak_run(&b, &win, &attr, &la, &opts)?;
+            let ra = leak_run(&a, &win, &attr, &la, &opts, false)?;
+            let rb = leak_run(&b, &win, &attr, &la, &opts, true)?;
             let report = compare::compare(
                 &a.display().to_string(),
                 &ra.report,
@@ -764,6 +769,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         max_decompressed_bytes: 16 << 30,
                     },
                     &leaks::LeakOptions::default(),
+                    false,
                 )?;
                 let end_by_site: Vec<(String, u64)> = run
                     .end

@@ -21,6 +21,9 @@ type R<T> = Result<T, LoadErrorKind>;
 
 /// Deepest nesting converted into owned values; snapshots need about 6.
 const MAX_DEPTH: usize = 200;
+/// Owned-value nodes one frame expands to (a map of name, filename and line: the map,
+/// three keys, three values, with room for an extra key).
+const FRAME_NODES: u64 = 9;
 
 fn schema(place: impl Into<String>, message: impl Into<String>) -> LoadErrorKind {
     LoadErrorKind::Schema {
@@ -79,8 +82,12 @@ pub(crate) struct Builder {
     action_cache: FastMap<u64, u8>,
     recent_actions: [(u64, u8); 8],
     frame_scratch: Vec<FrameId>,
-    /// Owned-value nodes left before a shared structure is judged an expansion attack.
+    /// Owned-value nodes left before a shared structure is judged an expansion attack: a
+    /// node holds about 30 bytes, so 200,000 plus two per input byte keeps a crafted file
+    /// within the loader's memory bound (real files use under one per byte).
     node_budget: u64,
+    /// Frames of the stack tickets turned into owned values so far.
+    stack_frames: FastMap<u32, Vec<FrameId>>,
     input_len: usize,
     /// Long traces lent to a worker for their [`TraceScan`] once the next trace begins.
     scan_ahead: ScanAhead,
@@ -104,7 +111,8 @@ impl Builder {
             action_cache: FastMap::default(),
             recent_actions: [(u64::MAX, 0); 8],
             frame_scratch: Vec::new(),
-            node_budget: 1_000_000 + 4 * input_len as u64,
+            node_budget: 200_000 + 2 * input_len as u64,
+            stack_frames: FastMap::default(),
             input_len,
             scan_ahead: ScanAhead::new(threaded),
             threaded,
@@ -639,17 +647,11 @@ impl Builder {
                 ),
             ));
         }
-        if self.node_budget == 0 {
-            return Err(schema(
-                "a nested value",
-                "shared containers expand to more values than the file could hold; the file is crafted or corrupt",
-            ));
-        }
-        self.node_budget -= 1;
+        self.charge(1)?;
         Ok(match v {
             H::None | H::Gone | H::Event(_) | H::Appended => Value::Null,
-            H::Frame(f) => self.frame_value(f),
-            H::Stack(s) => self.stack_value(s),
+            H::Frame(f) => self.frame_owned(f)?,
+            H::Stack(s) => self.stack_value(s)?,
             H::True => Value::Bool(true),
             H::False => Value::Bool(false),
             H::Int(i) => Value::Int(i),
@@ -674,7 +676,10 @@ impl Builder {
                     }
                     Value::List(out)
                 }
-                ListSlot::Stack(s) => self.stack_value(*s),
+                ListSlot::Stack(s) => {
+                    let s = *s;
+                    self.stack_value(s)?
+                }
                 ListSlot::Events(_) => {
                     self.snap
                         .warnings
@@ -693,7 +698,10 @@ impl Builder {
                     }
                     Value::Map(out)
                 }
-                DictSlot::Frame(f) => self.frame_value(*f),
+                DictSlot::Frame(f) => {
+                    let f = *f;
+                    self.frame_owned(f)?
+                }
                 DictSlot::Free(_) => Value::Null,
             },
         })
@@ -720,9 +728,55 @@ impl Builder {
         Value::Map(m)
     }
 
-    fn stack_value(&mut self, s: StackId) -> Value {
-        let frames = self.stacks.frames(s);
-        Value::List(frames.into_iter().map(|f| self.frame_value(f)).collect())
+    /// A stack as an owned list of frame maps, charged to the node budget by its size (one
+    /// reference to a long stack expands to hundreds of values). The frames of a ticket are
+    /// asked of the stack worker once, then kept: a shared stack referenced many times
+    /// cost a round trip to the worker each time.
+    fn stack_value(&mut self, s: StackId) -> R<Value> {
+        let frames = match self.stack_frames.get(&s.0) {
+            Some(f) => f.clone(),
+            None => {
+                let f = self.stacks.frames(s);
+                self.stack_frames.insert(s.0, f.clone());
+                f
+            }
+        };
+        let mut out = Vec::with_capacity(frames.len());
+        for f in frames {
+            out.push(self.frame_owned(f)?);
+        }
+        Ok(Value::List(out))
+    }
+
+    /// [`Builder::frame_value`], charged to the node budget by its size.
+    fn frame_owned(&mut self, f: FrameId) -> R<Value> {
+        let extra: u64 = self
+            .snap
+            .frames
+            .get(f)
+            .extra
+            .iter()
+            .map(|(_, v)| 1 + nodes(v))
+            .sum();
+        self.charge(FRAME_NODES + extra)?;
+        Ok(self.frame_value(f))
+    }
+
+    /// Takes `n` nodes from the budget of owned values, or fails when it is spent.
+    fn charge(&mut self, n: u64) -> R<()> {
+        match self.node_budget.checked_sub(n) {
+            Some(left) => {
+                self.node_budget = left;
+                Ok(())
+            }
+            None => {
+                self.node_budget = 0;
+                Err(schema(
+                    "a nested value",
+                    "shared containers expand to more values than the file could hold; the file is crafted or corrupt",
+                ))
+            }
+        }
     }
 
     // ---------- the rest of the file ----------
@@ -1268,6 +1322,15 @@ fn remap_stacks(snap: &mut Snapshot, ids: &[StackId], threaded: bool) {
             }
         }
     });
+}
+
+/// Number of values in `v`, itself included.
+fn nodes(v: &Value) -> u64 {
+    match v {
+        Value::List(items) | Value::Tuple(items) => 1 + items.iter().map(nodes).sum::<u64>(),
+        Value::Map(items) => 1 + items.iter().map(|(k, v)| nodes(k) + nodes(v)).sum::<u64>(),
+        _ => 1,
+    }
 }
 
 /// Where a trace entry is, for error messages (`offset` is `u64::MAX` when unknown, as in JSON).
