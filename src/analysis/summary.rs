@@ -474,10 +474,10 @@ fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
 }
 
 /// Distinct non-empty stacks referenced anywhere (stacks are interned by content, so
-/// distinct ids are distinct stacks). Device traces' stacks come from their scans.
+/// distinct ids are distinct stacks). Traces' stacks come from their scans.
 fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
     let mut used = vec![false; snap.stacks.len()];
-    for t in snap.device_traces.iter().flatten() {
+    for t in snap.all_traces() {
         for s in t.scan(&snap.metas).used_stacks() {
             if let Some(u) = used.get_mut(s.index()) {
                 *u = true;
@@ -485,9 +485,6 @@ fn used_nonempty_stacks(snap: &Snapshot) -> Vec<StackId> {
         }
     }
     let mut mark = |s: StackId| used[s.index()] = true;
-    for t in snap.host_traces.iter().flatten() {
-        t.stack.iter().for_each(|&s| mark(s));
-    }
     for s in &snap.segments {
         s.stack.into_iter().for_each(&mut mark);
         for b in &s.blocks {

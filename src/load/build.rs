@@ -86,8 +86,6 @@ pub(crate) struct Builder {
     /// node holds about 30 bytes, so 200,000 plus two per input byte keeps a crafted file
     /// within the loader's memory bound (real files use under one per byte).
     node_budget: u64,
-    /// Frames of the stack tickets turned into owned values so far.
-    stack_frames: FastMap<u32, Vec<FrameId>>,
     input_len: usize,
     /// Long traces lent to a worker for their [`TraceScan`] once the next trace begins.
     scan_ahead: ScanAhead,
@@ -112,7 +110,6 @@ impl Builder {
             recent_actions: [(u64::MAX, 0); 8],
             frame_scratch: Vec::new(),
             node_budget: 200_000 + 2 * input_len as u64,
-            stack_frames: FastMap::default(),
             input_len,
             scan_ahead: ScanAhead::new(threaded),
             threaded,
@@ -729,18 +726,9 @@ impl Builder {
     }
 
     /// A stack as an owned list of frame maps, charged to the node budget by its size (one
-    /// reference to a long stack expands to hundreds of values). The frames of a ticket are
-    /// asked of the stack worker once, then kept: a shared stack referenced many times
-    /// cost a round trip to the worker each time.
+    /// reference to a long stack expands to hundreds of values).
     fn stack_value(&mut self, s: StackId) -> R<Value> {
-        let frames = match self.stack_frames.get(&s.0) {
-            Some(f) => f.clone(),
-            None => {
-                let f = self.stacks.frames(s);
-                self.stack_frames.insert(s.0, f.clone());
-                f
-            }
-        };
+        let frames = self.stacks.frames(s);
         let mut out = Vec::with_capacity(frames.len());
         for f in frames {
             out.push(self.frame_owned(f)?);
@@ -756,7 +744,7 @@ impl Builder {
             .get(f)
             .extra
             .iter()
-            .map(|(_, v)| 1 + nodes(v))
+            .map(|(_, v)| 1 + v.node_count())
             .sum();
         self.charge(FRAME_NODES + extra)?;
         Ok(self.frame_value(f))
@@ -1322,15 +1310,6 @@ fn remap_stacks(snap: &mut Snapshot, ids: &[StackId], threaded: bool) {
             }
         }
     });
-}
-
-/// Number of values in `v`, itself included.
-fn nodes(v: &Value) -> u64 {
-    match v {
-        Value::List(items) | Value::Tuple(items) => 1 + items.iter().map(nodes).sum::<u64>(),
-        Value::Map(items) => 1 + items.iter().map(|(k, v)| nodes(k) + nodes(v)).sum::<u64>(),
-        _ => 1,
-    }
 }
 
 /// Where a trace entry is, for error messages (`offset` is `u64::MAX` when unknown, as in JSON).

@@ -29,6 +29,9 @@ pub(crate) struct StackInterner {
     worker: Option<JoinHandle<(StackTable, Vec<StackId>)>>,
     buf: Vec<u32>,
     next_ticket: u32,
+    /// Answers to [`StackInterner::frames`] so far: a shared stack kept as data may be
+    /// asked for many times, and each question is a round trip to the worker.
+    answered: crate::model::fxhash::FastMap<u32, Vec<FrameId>>,
 }
 
 fn work(rx: Receiver<Msg>, spare: SyncSender<Vec<u32>>) -> (StackTable, Vec<StackId>) {
@@ -75,6 +78,7 @@ impl StackInterner {
                 worker: None,
                 buf: Vec::new(),
                 next_ticket: 1,
+                answered: Default::default(),
             };
         }
         let (tx, rx) = sync_channel(IN_FLIGHT);
@@ -90,6 +94,7 @@ impl StackInterner {
             worker,
             buf: Vec::with_capacity(BATCH_WORDS),
             next_ticket: 1,
+            answered: Default::default(),
         }
     }
 
@@ -142,10 +147,15 @@ impl StackInterner {
                 .map(|&s| table.get(s).to_vec())
                 .unwrap_or_default();
         }
+        if let Some(f) = self.answered.get(&ticket.0) {
+            return f.clone();
+        }
         self.flush();
         let (reply_tx, reply_rx) = sync_channel(1);
         self.send(Msg::Query(ticket.0, reply_tx));
-        reply_rx.recv().unwrap_or_default()
+        let f: Vec<FrameId> = reply_rx.recv().unwrap_or_default();
+        self.answered.insert(ticket.0, f.clone());
+        f
     }
 
     /// Ends the worker: the interned table, and the id of every ticket.

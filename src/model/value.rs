@@ -70,6 +70,22 @@ impl std::hash::Hash for Value {
 }
 
 impl Value {
+    /// Number of values in this one, itself included.
+    pub fn node_count(&self) -> u64 {
+        match self {
+            Value::List(items) | Value::Tuple(items) => {
+                1 + items.iter().map(Value::node_count).sum::<u64>()
+            }
+            Value::Map(items) => {
+                1 + items
+                    .iter()
+                    .map(|(k, v)| k.node_count() + v.node_count())
+                    .sum::<u64>()
+            }
+            _ => 1,
+        }
+    }
+
     /// The string, when this is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
