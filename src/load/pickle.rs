@@ -800,6 +800,13 @@ impl<'a> Machine<'a> {
     /// itself already counted as memoized. Keys must be memoized strings, values the plain
     /// kinds trace entries hold; anything else undoes what was done (memo entries, strings,
     /// lists) and returns `None`, so the general path decodes the same bytes again.
+    ///
+    /// Never inlined: inside `run` its loop shared one register allocation with every
+    /// opcode arm, and unrelated changes elsewhere in the crate (a cache moved from the
+    /// builder into the stack interner) made that allocation spill the input position to
+    /// the stack, costing 4-5% of the parse. On its own it is as fast as the best inlined
+    /// build and stays so across such changes (measured with both arrangements).
+    #[inline(never)]
     fn event_dict<A: Absorb<'a>>(&mut self, mut p: usize, absorb: &mut A) -> Option<usize> {
         let data = self.data;
         let (memo_len, strs_len, lists_len) = (
