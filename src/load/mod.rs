@@ -110,15 +110,11 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Sequential);
+    let released = Released::default();
     if !opts.threads {
         // One core only: give back pages already parsed from the parsing thread itself.
-        let mut released = 0usize;
         let mut release = |done: usize, _: &[prefault::Region]| {
-            let upto = done.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
-            if upto > released {
-                release_pages(&map, released, upto);
-                released = upto;
-            }
+            released.advance(&map, behind(done), 0);
         };
         return load_bytes_with(&map, opts, &mut release);
     }
@@ -130,10 +126,16 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
         // so the parser neither waits on page faults nor keeps the whole file resident.
         let _ = std::thread::Builder::new()
             .name("leakscope-pager".into())
-            .spawn_scoped(scope, || pager(&map, &parsed, &finished, &frontiers));
+            .spawn_scoped(scope, || {
+                pager(&map, &parsed, &finished, &frontiers, &released)
+            });
         let result = load_bytes_with(&map, opts, &mut |done, regions| {
             frontiers.publish(regions);
-            parsed.store(done, std::sync::atomic::Ordering::Relaxed)
+            parsed.store(done, std::sync::atomic::Ordering::Relaxed);
+            // A pager that gets no CPU for a while (a busy machine, or its core shared
+            // with the stack and scan workers) would leave the pages the parser maps
+            // itself resident: past a lag of PARSER_SLACK the parser gives them back.
+            released.advance(&map, behind(done), PARSER_SLACK);
         });
         finished.store(true, std::sync::atomic::Ordering::Relaxed);
         result
@@ -144,6 +146,58 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
 const PAGER_AHEAD: usize = 48 << 20;
 const PAGER_BEHIND: usize = 1 << 20;
 const PAGE: usize = 4096;
+/// Least the pager gives back in one call.
+const PAGER_STEP: usize = 8 << 20;
+/// How far the pager's releasing may lag before the parser does it itself.
+const PARSER_SLACK: usize = 24 << 20;
+
+/// The page-aligned end of what may be given back when the parser is at `done`.
+fn behind(done: usize) -> usize {
+    done.saturating_sub(PAGER_BEHIND) & !(PAGE - 1)
+}
+
+/// How much of the file map has been given back, shared by the pager and the parser.
+#[derive(Default)]
+struct Released(std::sync::atomic::AtomicUsize);
+
+impl Released {
+    /// Claims the map from where giving back has reached up to `upto`, when that is more
+    /// than `min_step`; the caller gives the claimed range back. Claims never overlap, so
+    /// the pager and the parser can both call this.
+    fn claim(&self, upto: usize, min_step: usize) -> Option<std::ops::Range<usize>> {
+        use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+        let from = self.0.load(Relaxed);
+        (upto > from + min_step && self.0.compare_exchange(from, upto, SeqCst, Relaxed).is_ok())
+            .then_some(from..upto)
+    }
+
+    /// Claims as [`Released::claim`] does and gives the range back.
+    fn advance(&self, map: &memmap2::Mmap, upto: usize, min_step: usize) {
+        if let Some(r) = self.claim(upto, min_step) {
+            release_pages(map, r.start, r.end);
+        }
+    }
+
+    /// Where giving back has reached (claimed ranges included).
+    fn upto(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The pages one pager pass maps in: from where it stopped or where the parser is,
+/// whichever is later, to [`PAGER_AHEAD`] past the parser. Pages behind the parser are of
+/// no use mapped in: after a stall, touching on from where the pager had stopped mapped
+/// in whole stretches the parser had passed, and they stayed resident to the end.
+fn touch_span(touched: usize, at: usize, len: usize) -> std::ops::Range<usize> {
+    touched.max(at & !(PAGE - 1))..len.min(at + PAGER_AHEAD)
+}
+
+/// The part of `touched` (pages a pager pass mapped in) that had been given back before
+/// or while it was touched: the parser may have moved on and given those pages back
+/// between the pager reading its position and touching them.
+fn mapped_again(touched: std::ops::Range<usize>, given_back: usize) -> std::ops::Range<usize> {
+    touched.start..touched.end.min(given_back)
+}
 
 /// Gives back the pages of `map[from..upto]` (they stay in the page cache).
 fn release_pages(map: &memmap2::Mmap, from: usize, upto: usize) {
@@ -162,28 +216,30 @@ fn pager(
     parsed: &std::sync::atomic::AtomicUsize,
     finished: &std::sync::atomic::AtomicBool,
     frontiers: &prefault::Frontiers,
+    released: &Released,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
     let mut populator = prefault::Populator::default();
     let len = map.len();
     let mut touched = 0usize;
-    let mut released = 0usize;
     let mut sink = 0u8;
     while !finished.load(Relaxed) {
         let at = parsed.load(Relaxed);
-        let target = len.min(at + PAGER_AHEAD);
-        let mut busy = touched < target;
-        while touched < target {
+        let span = touch_span(touched, at, len);
+        let mut p = span.start;
+        while p < span.end {
             // Reading one byte of a page maps it (and its neighbours) into our page table.
-            // SAFETY: `touched < len`, inside the map.
-            sink ^= unsafe { std::ptr::read_volatile(map.as_ptr().add(touched)) };
-            touched += PAGE;
+            // SAFETY: `p < span.end <= len`, inside the map.
+            sink ^= unsafe { std::ptr::read_volatile(map.as_ptr().add(p)) };
+            p += PAGE;
         }
-        let upto = at.saturating_sub(PAGER_BEHIND) & !(PAGE - 1);
-        if upto > released + (8 << 20) {
-            release_pages(map, released, upto);
-            released = upto;
+        let mut busy = p > span.start;
+        touched = touched.max(p);
+        let again = mapped_again(span.start..p, released.upto());
+        if !again.is_empty() {
+            release_pages(map, again.start, again.end);
         }
+        released.advance(map, behind(at), PAGER_STEP);
         busy |= populator.step(frontiers);
         if !busy {
             std::thread::sleep(std::time::Duration::from_micros(300));
@@ -325,4 +381,57 @@ fn decompress(
         return Err(LoadErrorKind::TooLarge { limit });
     }
     Ok((name, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    /// After a stall the pager maps in from the parser on, never the stretch the parser
+    /// passed meanwhile; and never past the end of the file.
+    #[test]
+    fn pager_touches_only_ahead_of_the_parser() {
+        // Stopped at 10 MiB, parser now at 70 MiB (plus a partial page).
+        let span = touch_span(10 * MIB, 70 * MIB + 100, 500 * MIB);
+        assert_eq!(span, 70 * MIB..70 * MIB + 100 + PAGER_AHEAD);
+        // Ahead of the parser already: go on from where it stopped.
+        let span = touch_span(90 * MIB, 70 * MIB, 500 * MIB);
+        assert_eq!(span.start, 90 * MIB);
+        // Near the end: up to the end only.
+        let span = touch_span(480 * MIB, 470 * MIB, 490 * MIB);
+        assert_eq!(span, 480 * MIB..490 * MIB);
+    }
+
+    /// Pages a pass mapped in below what was given back meanwhile are named for release.
+    #[test]
+    fn pages_mapped_after_release_are_given_back_again() {
+        assert_eq!(
+            mapped_again(70 * MIB..118 * MIB, 80 * MIB),
+            70 * MIB..80 * MIB
+        );
+        assert!(mapped_again(70 * MIB..118 * MIB, 60 * MIB).is_empty());
+        assert_eq!(
+            mapped_again(70 * MIB..118 * MIB, 200 * MIB),
+            70 * MIB..118 * MIB
+        );
+    }
+
+    /// The pager and the parser claim ranges to give back that join up without overlap,
+    /// each only past its own minimum step.
+    #[test]
+    fn release_claims_join_up() {
+        let r = Released::default();
+        assert_eq!(r.claim(4 * MIB, PAGER_STEP), None, "under the pager's step");
+        assert_eq!(r.claim(9 * MIB, PAGER_STEP), Some(0..9 * MIB));
+        assert_eq!(
+            r.claim(20 * MIB, PARSER_SLACK),
+            None,
+            "within the parser's slack"
+        );
+        assert_eq!(r.claim(40 * MIB, PARSER_SLACK), Some(9 * MIB..40 * MIB));
+        assert_eq!(r.claim(30 * MIB, 0), None, "behind what was given back");
+        assert_eq!(r.upto(), 40 * MIB);
+    }
 }
