@@ -234,7 +234,7 @@ fn pager(
             p += PAGE;
         }
         let mut busy = p > span.start;
-        touched = touched.max(p);
+        touched = p; // the span starts at or after `touched`
         let again = mapped_again(span.start..p, released.upto());
         if !again.is_empty() {
             release_pages(map, again.start, again.end);
