@@ -5,7 +5,7 @@
 //! 59-bit payload; the rare values that do not fit (floats, very large ints, strings at
 //! offsets beyond 8 TiB) go to a side table.
 
-use super::pickle::Value;
+use super::handle::Value;
 use super::prefault::Region;
 
 const TAG_BITS: u32 = 5;

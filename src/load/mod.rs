@@ -8,6 +8,7 @@ mod bodies;
 mod build;
 pub mod cache;
 mod fields;
+mod handle;
 mod json;
 mod memo;
 mod pickle;

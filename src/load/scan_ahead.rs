@@ -2,7 +2,7 @@
 //!
 //! When a pickle starts a new trace list, the one before it is most likely complete, and so
 //! is a trace list placed into its parent list (`device_traces`). The builder lends such a
-//! trace to a worker thread that computes its [`TraceScan`] (what `summary`
+//! trace to a worker thread that computes its [`TraceScan`](crate::model::TraceScan) (what `summary`
 //! needs from the events) and keeps it with the trace, so that pass costs nothing after
 //! the load. A trace that gets more events after all is taken back first (the scan is then
 //! dropped and computed again on use), so the result never depends on the guess.
@@ -10,7 +10,7 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 
-use crate::model::{Trace, TraceScan};
+use crate::model::Trace;
 
 /// Traces shorter than this are scanned when first needed: lending them costs more than
 /// the scan.
@@ -31,9 +31,8 @@ pub(crate) struct ScanAhead {
 fn work(jobs: Receiver<Job>, done: Sender<(usize, Trace)>) {
     for (t, trace, timed) in jobs {
         // A scan that panicked would be a bug; the trace still goes back, without a scan.
-        let scan = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            TraceScan::of(&trace, &timed)
-        }));
+        let scan =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trace.compute_scan(&timed)));
         if let Ok(scan) = scan {
             trace.scan_cell.set(scan);
         }

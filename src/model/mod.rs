@@ -2,6 +2,7 @@
 //! trace events per device, segments with their blocks, annotations and settings.
 
 pub mod addr_map;
+mod event;
 mod frames;
 pub mod fxhash;
 mod ids;
@@ -11,10 +12,12 @@ mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use event::{Action, ActionTable, EventMeta, flags};
 pub use frames::{Frame, FrameTable, StackTable, Strings};
 pub use ids::{FrameId, MetaId, StackId, StrId};
+pub use scan::ScanInput;
 pub use scan::{ScanCell, TraceScan};
-pub use trace::{Action, ActionTable, EventMeta, Trace, flags};
+pub use trace::Trace;
 pub use value::{Extra, Value};
 
 /// How the file was encoded.

@@ -6,8 +6,24 @@
 use std::sync::OnceLock;
 
 use super::addr_map::AddrMap;
-use super::ids::StackId;
-use super::trace::{Action, EventMeta, Trace, flags};
+use super::event::{Action, EventMeta, flags};
+use super::ids::{MetaId, StackId};
+
+/// The columns a scan reads, borrowed from a trace.
+pub struct ScanInput<'a> {
+    /// Action per event.
+    pub action: &'a [Action],
+    /// Address per event.
+    pub addr: &'a [u64],
+    /// Size per event.
+    pub size: &'a [u64],
+    /// `time_us` per event.
+    pub time_us: &'a [i64],
+    /// Meta per event.
+    pub meta: &'a [MetaId],
+    /// Stack per event.
+    pub stack: &'a [StackId],
+}
 
 /// The counts of one pass over a trace.
 #[derive(Clone, Debug, Default)]
@@ -33,9 +49,9 @@ pub struct TraceScan {
 }
 
 impl TraceScan {
-    /// Scans `trace`; `timed[m]` says whether events of meta `m` carry `time_us` (a meta
-    /// beyond the slice counts as untimed).
-    pub fn of(trace: &Trace, timed: &[bool]) -> TraceScan {
+    /// Scans a trace's columns; `timed[m]` says whether events of meta `m` carry
+    /// `time_us` (a meta beyond the slice counts as untimed).
+    pub fn of(trace: ScanInput<'_>, timed: &[bool]) -> TraceScan {
         let mut s = TraceScan::default();
         let mut counts = [0u64; 256];
         let mut open_segments: AddrMap<()> = AddrMap::default();
@@ -43,9 +59,9 @@ impl TraceScan {
         let events = trace
             .action
             .iter()
-            .zip(&trace.addr)
-            .zip(&trace.size)
-            .zip(trace.meta.iter().zip(&trace.time_us));
+            .zip(trace.addr)
+            .zip(trace.size)
+            .zip(trace.meta.iter().zip(trace.time_us));
         for (((&action, &addr), &size), (&meta, &time)) in events {
             counts[action.0 as usize] += 1;
             match action {
@@ -71,7 +87,7 @@ impl TraceScan {
         }
         let top = trace.stack.iter().map(|s| s.index()).max().unwrap_or(0);
         s.stacks_used = vec![0u64; top / 64 + 1];
-        for st in &trace.stack {
+        for st in trace.stack {
             s.stacks_used[st.index() / 64] |= 1 << (st.index() % 64);
         }
         let used = counts.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
@@ -170,37 +186,5 @@ impl std::fmt::Debug for ScanCell {
         } else {
             "ScanCell(none)"
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Stack marks made on tickets follow the tickets to their ids: tickets 1, 5 and 70
-    /// become ids 3, 3 (two tickets of one stack) and 1; ticket 0 (unused) would be 0.
-    #[test]
-    fn stack_marks_follow_the_remap() {
-        let mut t = Trace::default();
-        for s in [1u32, 5, 70, 5] {
-            t.push(
-                Action::ALLOC,
-                512 * s as u64,
-                8,
-                0,
-                StackId(s),
-                crate::model::MetaId(0),
-            );
-        }
-        let mut scan = TraceScan::of(&t, &[]);
-        assert_eq!(scan.stacks_used, vec![(1 << 1) | (1 << 5), 1 << 6]);
-        let mut ids = vec![StackId(0); 71];
-        (ids[1], ids[5], ids[70]) = (StackId(3), StackId(3), StackId(1));
-        scan.remap_stacks(&ids);
-        assert_eq!(scan.stacks_used, vec![(1 << 1) | (1 << 3)]);
-        let used: Vec<StackId> = scan.used_stacks().collect();
-        assert_eq!(used, vec![StackId(1), StackId(3)]);
-        assert_eq!(scan.actions, vec![4]);
-        assert_eq!((scan.double_allocs, scan.open.len()), (1, 3));
     }
 }

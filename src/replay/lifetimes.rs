@@ -197,7 +197,7 @@ pub struct Coverage {
 pub fn coverage(dev: &DeviceView) -> Coverage {
     match dev.trace.scan_cell.get() {
         Some(scan) => coverage_of(dev, scan),
-        None => coverage_of(dev, &TraceScan::of(dev.trace, &[])),
+        None => coverage_of(dev, &dev.trace.compute_scan(&[])),
     }
 }
 
