@@ -113,7 +113,7 @@ const CPP_INTERNAL_PREFIX: &[&str] = &[
 /// True for a frame of Python code (as opposed to C++ or interpreter frames).
 pub fn is_python(snap: &Snapshot, f: &Frame) -> bool {
     let file = snap.strings.get(f.filename);
-    file.ends_with(".py") || (file.starts_with('<') && f.line > 0)
+    file.ends_with(".py") || (file.starts_with('<') && f.line.known().is_some_and(|l| l > 0))
 }
 
 /// `file:line:function` of a frame.

@@ -26,7 +26,13 @@ fn stack_json(snap: &Snapshot, id: StackId) -> J {
                     "filename".into(),
                     J::String(snap.strings.get(fr.filename).into()),
                 );
-                m.insert("line".into(), J::from(fr.line));
+                m.insert(
+                    "line".into(),
+                    match fr.line.known() {
+                        Some(v) => J::from(v),
+                        None => J::from(fr.line.value() as u64),
+                    },
+                );
                 put_extra(&mut m, &fr.extra);
                 J::Object(m)
             })
@@ -131,7 +137,12 @@ fn event_json(snap: &Snapshot, t: &Trace, i: usize) -> J {
         m.insert("size".into(), J::from(t.size[i]));
     }
     if meta.has(flags::STREAM) {
-        m.insert("stream".into(), J::from(meta.stream));
+        let stream = if meta.has(flags::STREAM_UNSIGNED) {
+            J::from(meta.stream as u64)
+        } else {
+            J::from(meta.stream)
+        };
+        m.insert("stream".into(), stream);
     }
     let time = meta.has(flags::TIME).then(|| J::from(t.time_us[i]));
     if !meta.has(flags::TIME_LATE)

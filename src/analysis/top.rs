@@ -133,7 +133,7 @@ pub struct SiteInfo {
     /// File name.
     pub filename: String,
     /// Line.
-    pub line: i64,
+    pub line: crate::model::Line,
 }
 
 /// One group of live allocations.

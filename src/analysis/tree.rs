@@ -36,7 +36,7 @@ pub struct FrameInfo {
     /// File name as recorded.
     pub filename: String,
     /// Line.
-    pub line: i64,
+    pub line: crate::model::Line,
     /// Function name.
     pub function: String,
 }
@@ -98,7 +98,7 @@ impl TreeNode {
 
 /// Identity of a child under its parent: frames merge by `(filename, name, line)`, so
 /// frames that differ only in keys leakscope does not show are one node.
-type ChildKey = (NodeIndex, Option<(StrId, StrId, i64)>);
+type ChildKey = (NodeIndex, Option<(StrId, StrId, crate::model::Line)>);
 
 /// The call tree: a petgraph [`DiGraph`] with edges caller → callee.
 ///
@@ -179,7 +179,7 @@ impl CallTree {
         &mut self,
         index: &mut FastMap<ChildKey, NodeIndex>,
         parent: NodeIndex,
-        key: Option<(StrId, StrId, i64)>,
+        key: Option<(StrId, StrId, crate::model::Line)>,
         make: impl FnOnce() -> (String, NodeKind),
     ) -> NodeIndex {
         if let Some(&n) = index.get(&(parent, key)) {

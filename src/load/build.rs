@@ -11,6 +11,7 @@ use super::prefault::Region;
 use super::scan_ahead::ScanAhead;
 use super::stacks::StackInterner;
 use crate::error::LoadErrorKind;
+use crate::model::Line;
 use crate::model::fxhash::FastMap;
 use crate::model::{
     Action, Annotation, Block, BlockState, EventMeta, Extra, Frame, FrameId, HistoryEntry, Layout,
@@ -147,7 +148,7 @@ impl Builder {
         };
         let mut name = None;
         let mut filename = None;
-        let mut line = 0i64;
+        let mut line = Line::default();
         let mut extra = Extra::new();
         for (k, val) in items {
             match heap.as_str(k) {
@@ -156,14 +157,20 @@ impl Builder {
                     filename = heap.as_str(val).map(str::to_owned).or(Some(String::new()))
                 }
                 Some("line") => {
-                    line = int_of(heap, val)
-                        .and_then(|i| i64::try_from(i).ok())
-                        .ok_or_else(|| {
+                    line = match int_of(heap, val) {
+                        Some(i) => Line::new(i).ok_or_else(|| {
                             schema(
                                 place(),
-                                format!("frame line must be an int, found {}", type_name(val)),
+                                format!("frame line {i} is beyond the 64-bit range"),
                             )
-                        })?
+                        })?,
+                        None => {
+                            return Err(schema(
+                                place(),
+                                format!("frame line must be an int, found {}", type_name(val)),
+                            ));
+                        }
+                    }
                 }
                 Some(other) => {
                     let other = other.to_owned();
@@ -426,6 +433,9 @@ impl Builder {
         let stream = match raw.stream {
             Some(s) => {
                 fl |= flags::STREAM;
+                if s > i64::MAX as i128 {
+                    fl |= flags::STREAM_UNSIGNED;
+                }
                 i64::try_from(s)
                     .or_else(|_| u64::try_from(s).map(|u| u as i64))
                     .map_err(|_| schema(place(), "`stream` does not fit 64 bits"))?
@@ -715,7 +725,7 @@ impl Builder {
                 Value::Str("filename".into()),
                 Value::Str(self.snap.strings.get(fr.filename).into()),
             ),
-            (Value::Str("line".into()), Value::Int(fr.line)),
+            (Value::Str("line".into()), int_value(fr.line.value())),
         ];
         m.extend(
             fr.extra

@@ -130,6 +130,9 @@ pub mod flags {
     pub const ADDR_NEGATIVE: u16 = 1 << 6;
     /// C++ pickler key order: `time_us` after `user_metadata`.
     pub const TIME_LATE: u16 = 1 << 7;
+    /// `stream` was beyond `i64::MAX` in the file (an NPU stream pointer written as an
+    /// unsigned int); the meta keeps its bits as `i64`.
+    pub const STREAM_UNSIGNED: u16 = 1 << 8;
 }
 
 /// Attributes that most events share, interned once per distinct combination.

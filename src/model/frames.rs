@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fxhash::FastMap;
 use super::ids::{FrameId, StackId, StrId};
+use super::line::Line;
 use super::value::Extra;
 
 /// Interned strings (frame names and file names).
@@ -71,8 +72,8 @@ pub struct Frame {
     pub name: StrId,
     /// File name (`filename`); `"??"` or `""` for native frames.
     pub filename: StrId,
-    /// Line number (`line`); 0 for native frames.
-    pub line: i64,
+    /// Line number (`line`): 0, negative or [`Line::UNKNOWN`] for many native frames.
+    pub line: Line,
     /// Keys beyond the three standard ones, kept for exact round trips.
     pub extra: Extra,
 }

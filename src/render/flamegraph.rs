@@ -12,7 +12,7 @@ use crate::attribute::NO_FRAME;
 
 /// A frame as folded stacks write it: `basename:line:function`, with the characters the
 /// format gives a meaning to replaced (`;` separates frames, a line ends a stack).
-pub fn frame_text(filename: &str, line: i64, function: &str) -> String {
+pub fn frame_text(filename: &str, line: crate::model::Line, function: &str) -> String {
     let base = filename.rsplit(['/', '\\']).next().unwrap_or(filename);
     sanitize(&format!("{base}:{line}:{function}"))
 }

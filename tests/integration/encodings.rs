@@ -177,3 +177,57 @@ fn single_threaded_load_gives_the_same_model() {
         assert!(a == b, "{name}");
     }
 }
+
+/// Values real captures carry (written by CPython, `fixtures/gen/tiny_encodings.py`): C++
+/// frames with line 2^64-1 (the unwinder's "unknown") and -1, and a stream pointer
+/// >= 2^63. Every protocol loads, `summary` equals CPython's numbers, labels print the
+/// unknown line as `?`, and the JSON export is exactly CPython's `json.dumps`.
+#[test]
+fn lines_and_streams_across_the_64_bit_ranges_load() {
+    let expected = read_json(&root().join("tests/expected/encodings_summary.json"));
+    for p in [0, 2, 4, 5] {
+        let name = format!("odd_lines_protocol{p}.pickle");
+        let path = fixture(&format!("encodings/{name}"));
+        let snap = load(&path);
+        let exp = &expected[format!("encodings/{name}")];
+        assert!(exp.is_object(), "no CPython reference for {name}");
+        let diffs = diff_against_cpython(&summary_json(&snap, &name), exp);
+        assert!(diffs.is_empty(), "{name}:\n{}", diffs.join("\n"));
+        let lines: Vec<i128> = snap.frames.iter().map(|f| f.line.value()).collect();
+        assert!(lines.contains(&(u64::MAX as i128)), "{name}: {lines:?}");
+        assert!(lines.contains(&-1), "{name}: {lines:?}");
+        let labels: Vec<String> = snap
+            .frames
+            .iter()
+            .map(|f| leakscope::attribute::frame_label(&snap, f))
+            .collect();
+        assert!(
+            labels
+                .iter()
+                .any(|l| l
+                    .ends_with("EmptyTensor.cpp:?:at::native::empty_cuda(c10::ArrayRef<long>)")),
+            "{labels:?}"
+        );
+        if have_python() {
+            let ours = leakscope::convert::to_snapshot_json(&snap);
+            let out = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import json,pickle,sys; json.dump(pickle.load(open(sys.argv[1],'rb')), sys.stdout)",
+                ])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(ours, theirs, "{name}: JSON export differs from CPython's");
+        }
+        let cache = leakscope::load::cache::encode(&snap).unwrap();
+        let back = leakscope::load_bytes(&cache, LoadOptions::default()).unwrap();
+        assert_eq!(
+            back.frames.iter().map(|f| f.line).collect::<Vec<_>>(),
+            snap.frames.iter().map(|f| f.line).collect::<Vec<_>>(),
+            "{name}: the cache keeps every line"
+        );
+    }
+}
