@@ -234,3 +234,13 @@ pub fn to_snapshot_json(snap: &Snapshot) -> J {
     }
     J::Object(m)
 }
+
+/// Writes [`to_snapshot_json`] to `w`.
+pub fn write_json(snap: &Snapshot, w: impl std::io::Write) -> Result<(), crate::error::WriteError> {
+    serde_json::to_writer(w, &to_snapshot_json(snap)).map_err(|e| {
+        crate::error::WriteError::Encode {
+            what: "the snapshot as JSON",
+            message: e.to_string(),
+        }
+    })
+}

@@ -58,17 +58,20 @@
     };
   }
 
-  // Zooming one chart zooms the others over the same events.
+  // Zooming one chart zooms the other charts of the same device (over the same events).
   var linked = [];
+  var groups = {};
   var syncing = false;
-  function link(u) {
+  function link(u, group) {
     linked.push(u);
+    (groups[group] = groups[group] || []).push(u);
+    u.lsGroup = group;
   }
   function onScale(u, key) {
     if (key !== "x" || syncing) return;
     syncing = true;
     try {
-      linked.forEach(function (o) {
+      (groups[u.lsGroup] || []).forEach(function (o) {
         if (o !== u) o.setScale("x", { min: u.scales.x.min, max: u.scales.x.max });
       });
     } finally {
@@ -110,20 +113,15 @@
     }
   }
 
-  var data;
-  try {
-    data = JSON.parse(document.getElementById("ls-data").textContent);
-  } catch (e) {
-    errors.push("report data: " + e.message);
-  }
-
-  if (data && typeof uPlot !== "undefined") {
-    chart("timeline", function (el) {
-      var t = data.timeline;
+  // One device's charts: its timeline, its sites over time, its suspects' growth.
+  function drawDevice(dev) {
+    var n = dev.device;
+    chart("timeline-" + n, function (el) {
+      var t = dev.timeline;
       if (!t.events.length) {
         el.textContent = "No trace events on this device: the file holds only its final " +
           "state (see what holds memory at the end, below).";
-        document.getElementById("timeline-peak").textContent = "no trace";
+        document.getElementById("timeline-peak-" + n).textContent = "no trace";
         drawn--; // a message, not a chart
         return;
       }
@@ -131,14 +129,14 @@
       for (var i = 0; i < t.live.length; i++) {
         if (t.live[i] > peak) { peak = t.live[i]; peakAt = t.events[i]; }
       }
-      var readout = document.getElementById("timeline-peak");
+      var readout = document.getElementById("timeline-peak-" + n);
       readout.dataset.bytes = String(peak);
       readout.dataset.event = peakAt == null ? "" : String(peakAt);
       readout.textContent = fmtBytes(peak) + " (" + fmtCount(peak) + " B)" +
         (peakAt == null ? "" : " after event " + fmtCount(peakAt));
-      var lines = [{ at: data.windows.starts, color: "rgba(90,100,110,0.45)", width: 1, dash: [3, 3] }];
-      if (data.peak.event_index != null) lines.push({ at: [data.peak.event_index], color: "#b2182b", width: 2 });
-      if (data.ooms.length) lines.push({ at: data.ooms.map(function (o) { return o.event_index; }), color: "#000", width: 2 });
+      var lines = [{ at: dev.windows.starts, color: "rgba(90,100,110,0.45)", width: 1, dash: [3, 3] }];
+      if (dev.peak.event_index != null) lines.push({ at: [dev.peak.event_index], color: "#b2182b", width: 2 });
+      if (dev.ooms.length) lines.push({ at: dev.ooms.map(function (o) { return o.event_index; }), color: "#000", width: 2 });
       var u = new uPlot({
         width: width(el), height: 320,
         scales: { x: { time: false }, y: { range: fromZero } },
@@ -154,14 +152,14 @@
         ],
         axes: [eventAxis("event"), bytesAxis()]
       }, [t.events, t.live, t.reserved], el);
-      link(u);
+      link(u, n);
     });
 
-    chart("sites", function (el) {
-      var s = data.sites;
+    chart("sites-" + n, function (el) {
+      var s = dev.sites;
       if (!s.events.length) { el.textContent = "No trace events."; drawn--; return; }
       var raw = s.sites.map(function (x) { return x.bytes; });
-      var names = s.sites.map(function (x) { return x.key; });
+      var names = s.sites.map(function (x) { return x.site.label; });
       raw.push(s.other);
       names.push("everything else");
       // Cumulative sums, bottom (largest site) first.
@@ -190,17 +188,17 @@
         series: series,
         axes: [eventAxis("event"), bytesAxis()]
       }, [s.events].concat(order.map(function (k) { return cum[k]; })), el);
-      link(u);
+      link(u, n);
     });
 
-    chart("growth", function (el) {
-      var g = data.growth;
+    chart("growth-" + n, function (el) {
+      var g = dev.growth;
       if (!g.lines.length) return;
       var series = [{ label: g.windows_per_point > 1 ? "windows from" : "window",
                       value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
       g.lines.forEach(function (line, i) {
         series.push({
-          label: line.kind + ": " + (line.key.length > 50 ? "…" + line.key.slice(-49) : line.key),
+          label: line.kind + ": " + (line.site.label.length > 50 ? "…" + line.site.label.slice(-49) : line.site.label),
           stroke: PALETTE[i % PALETTE.length], width: 1.5, points: { show: g.windows.length <= 400 },
           value: function (u, v) { return fmtBytes(v); }
         });
@@ -215,6 +213,17 @@
                  : "window"), bytesAxis()]
       }, [g.windows].concat(g.lines.map(function (l) { return l.bytes; })), el);
     });
+  }
+
+  var data;
+  try {
+    data = JSON.parse(document.getElementById("ls-data").textContent);
+  } catch (e) {
+    errors.push("report data: " + e.message);
+  }
+
+  if (data && typeof uPlot !== "undefined") {
+    data.devices.forEach(drawDevice);
 
     var resizeTimer = null;
     window.addEventListener("resize", function () {
@@ -229,6 +238,14 @@
     errors.push("uPlot did not load");
   }
 
+  // The narrowest site cell of the tables, in pixels: a column squeezed to a sliver
+  // (long paths in a wide table) would make the sites unreadable.
+  var narrowest = null;
+  Array.prototype.forEach.call(document.querySelectorAll("td.site"), function (td) {
+    var w = td.getBoundingClientRect().width;
+    if (w > 0 && (narrowest === null || w < narrowest)) narrowest = w;
+  });
+  status.dataset.siteWidth = narrowest === null ? "" : String(Math.round(narrowest));
   status.dataset.charts = String(drawn);
   status.dataset.errors = String(errors.length);
   status.dataset.ready = "1";

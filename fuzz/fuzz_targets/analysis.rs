@@ -1,11 +1,12 @@
-//! Load plus analysis: whatever loads must also summarize, replay, cut into `auto`
-//! windows and go through the leak finder, `top` and the OOM explanation without a panic.
+//! Load plus analysis: whatever loads must also go through the session's every report
+//! (summary, leaks over `auto` windows, top and the call tree at the peak and the end,
+//! the segment map, the OOM explanation, the HTML report's data, a comparison with
+//! itself) on every device, without a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-use leakscope::analysis::{leaks, oom, summary, top};
-use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
-use leakscope::windows::{WindowSpec, windows};
+use leakscope::analysis::At;
+use leakscope::session::{self, Options, ReportOptions, Session};
 
 mod common;
 
@@ -13,20 +14,18 @@ fuzz_target!(|data: &[u8]| {
     let Some(snap) = common::load(data) else {
         return;
     };
-    let _ = summary::summarize(&snap, "fuzz");
-    let Ok(spec) = WindowSpec::parse("auto") else {
-        return;
-    };
-    for dev in snap.devices() {
-        let rep = leakscope::replay::replay(&dev);
-        let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
-        let w = windows(&snap, dev.device, &spec, &attr);
-        let report = leaks::leaks(&rep, &w, &mut attr, &leaks::LeakOptions::default());
-        for at in [top::At::Peak, top::At::End] {
-            if let Ok(p) = top::resolve(&snap, &rep, at) {
-                let _ = top::top(&rep, p, &mut attr, 10);
-            }
-        }
-        let _ = oom::explain(&snap, &dev, &rep, &mut attr, &report);
+    let s = Session::from_snapshot(snap, "fuzz");
+    let opts = Options::default();
+    let _ = s.summary();
+    let _ = s.leaks(&opts);
+    for at in [At::Peak, At::End] {
+        let _ = s.top(&opts, at, 10);
+        let _ = s.tree(&opts, at);
+        let _ = s.segments(&opts, at);
+    }
+    let _ = s.oom(&opts);
+    let _ = s.report(&opts, &ReportOptions::default());
+    if let Ok(side) = s.compare_side(&opts) {
+        let _ = session::compare(&side, &side);
     }
 });

@@ -3,11 +3,9 @@
 use leakscope::{LoadOptions, Snapshot, load_bytes};
 
 pub fn load(data: &[u8]) -> Option<Snapshot> {
-    let opts = LoadOptions {
-        max_decompressed_bytes: 16 << 20,
-        progress: None,
-        threads: false,
-    };
+    let mut opts = LoadOptions::default();
+    opts.max_decompressed_bytes = 16 << 20;
+    opts.threads = false;
     load_bytes(data, opts).ok()
 }
 

@@ -6,22 +6,38 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::leaks::{Growth, LeakReport, WindowInfo};
-use super::top::TopReport;
-use crate::model::{Action, Snapshot};
+use super::leaks::{DeviceLeaks, Growth, Kind, WindowInfo};
+use super::top::DeviceTop;
+use crate::attribute::Site;
+use crate::model::fxhash::FastMap;
+use crate::model::{Action, Snapshot, StackId};
 
-/// JSON schema name of [`CompareReport`].
-pub const SCHEMA: &str = "leakscope.compare/1";
-
-/// One run.
+/// One run of a comparison: a device of a file.
 #[derive(Clone, Debug, Serialize)]
 pub struct Side {
     /// File.
     pub file: String,
+    /// Device.
+    pub device: i64,
     /// Windows used.
     pub windows: WindowInfo,
-    /// Bytes allocated by the backward pass (stacks through a `backward` frame or the
-    /// autograd engine, or with no frame, as engine-thread allocations are recorded).
+    /// Bytes allocated by the backward pass: allocations whose stack runs through the
+    /// autograd engine or a backward function, or that have no frame at all (the engine's
+    /// own thread, as `stacks="python"` records it).
+    pub backward_bytes: u64,
+}
+
+/// What one side of a comparison brings: the leak finder's findings, what is live at the
+/// end, and the backward pass's bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct SideInput<'r> {
+    /// File.
+    pub file: &'r str,
+    /// The leak finder on the device.
+    pub leaks: &'r DeviceLeaks,
+    /// `top` at the end of the device's trace (every site).
+    pub end: &'r DeviceTop,
+    /// [`backward_bytes`] of the device's trace.
     pub backward_bytes: u64,
 }
 
@@ -31,16 +47,14 @@ pub struct SideGrowth {
     /// Typical bytes per window (0 when the site does not grow in this run).
     pub bytes_per_window: u64,
     /// Kind (`null` when the site does not grow in this run).
-    pub kind: Option<&'static str>,
+    pub kind: Option<Kind>,
 }
 
 /// A site in both runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteCompare {
-    /// The grouping key.
-    pub key: String,
-    /// The site's frame.
-    pub site: Option<super::top::SiteInfo>,
+    /// The site.
+    pub site: Site,
     /// In run A.
     pub a: SideGrowth,
     /// In run B.
@@ -52,9 +66,9 @@ pub struct SiteCompare {
 /// Live bytes at the end by site, in both runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct EndCompare {
-    /// The grouping key.
-    pub key: String,
-    /// Bytes and allocations in A.
+    /// The site.
+    pub site: Site,
+    /// Bytes in A.
     pub a_bytes: u64,
     /// Allocations in A.
     pub a_blocks: u64,
@@ -66,11 +80,29 @@ pub struct EndCompare {
     pub difference: i64,
 }
 
-/// The `compare` report (`leakscope.compare/1`).
+/// What the comparison should make you doubt.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CompareWarning {
+    /// A's growth is gone in B and so is much of A's backward pass: if B is the fix, it
+    /// may have cut the gradient path (a misplaced `.detach()` stops both the leak and
+    /// the training).
+    GradientPathCut {
+        /// How much less B's backward pass allocates than A's, in percent.
+        backward_drop_percent: f64,
+    },
+    /// The runs have different numbers of windows: rates are per window, totals differ.
+    WindowCounts {
+        /// Windows of A.
+        a: u64,
+        /// Windows of B.
+        b: u64,
+    },
+}
+
+/// One device of A against one device of B.
 #[derive(Clone, Debug, Serialize)]
-pub struct CompareReport {
-    /// Schema name.
-    pub schema: &'static str,
+pub struct DeviceCompare {
     /// Run A.
     pub a: Side,
     /// Run B.
@@ -80,82 +112,73 @@ pub struct CompareReport {
     /// End state by site, by the larger absolute difference.
     pub end_state: Vec<EndCompare>,
     /// What the comparison should make you doubt.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<CompareWarning>,
 }
 
-/// Bytes allocated by the backward pass in a device's trace.
+/// Whether a stack belongs to the backward pass: a frame of a function named for the
+/// backward pass alone (`Tensor.backward`, `torch.autograd.backward`,
+/// `_engine_run_backward`, Megatron's `backward_step`; not the schedulers that do both,
+/// such as `forward_backward_batch`, and not the rest of `torch/autograd/`, whose
+/// `grad_mode.py` wraps every `no_grad` forward), of the C++ autograd engine, or no frame
+/// at all (the engine's own thread under `stacks="python"`).
+fn is_backward(snap: &Snapshot, s: StackId) -> bool {
+    let frames = snap.stacks.get(s);
+    frames.is_empty()
+        || frames.iter().any(|&f| {
+            let name = snap
+                .strings
+                .get(snap.frames.get(f).name)
+                .to_ascii_lowercase();
+            name.contains("autograd::engine")
+                || (name.contains("backward") && !name.contains("forward"))
+        })
+}
+
+/// Bytes allocated by the backward pass in device `device`'s trace.
 pub fn backward_bytes(snap: &Snapshot, device: i64) -> u64 {
     let t = snap.trace(device);
-    let mut cache: crate::model::fxhash::FastMap<crate::model::StackId, bool> = Default::default();
+    let mut cache: FastMap<StackId, bool> = FastMap::default();
     let mut total = 0u64;
     for i in 0..t.len() {
-        if t.action[i] != Action::ALLOC {
-            continue;
-        }
-        let s = t.stack[i];
-        let backward = *cache.entry(s).or_insert_with(|| {
-            let frames = snap.stacks.get(s);
-            frames.is_empty()
-                || frames.iter().any(|&f| {
-                    let fr = snap.frames.get(f);
-                    let name = snap.strings.get(fr.name).to_ascii_lowercase();
-                    let file = snap.strings.get(fr.filename);
-                    name.contains("backward")
-                        || name.contains("autograd::engine")
-                        || file.contains("torch/autograd/")
-                })
-        });
-        if backward {
+        if t.action[i] == Action::ALLOC
+            && *cache
+                .entry(t.stack[i])
+                .or_insert_with(|| is_backward(snap, t.stack[i]))
+        {
             total += t.size[i];
         }
     }
     total
 }
 
-fn growth(g: Option<&Growth>) -> SideGrowth {
-    match g {
-        Some(g) => SideGrowth {
-            bytes_per_window: g.bytes_per_window,
-            kind: Some(g.kind),
-        },
-        None => SideGrowth {
-            bytes_per_window: 0,
-            kind: None,
-        },
+fn side_growth(g: Option<&Growth>) -> SideGrowth {
+    SideGrowth {
+        bytes_per_window: g.map_or(0, |g| g.bytes_per_window),
+        kind: g.map(|g| g.kind),
     }
 }
 
-/// Puts two runs' leak reports and end states side by side.
-#[allow(clippy::too_many_arguments)]
-pub fn compare(
-    a_file: &str,
-    a: &LeakReport,
-    a_end: &TopReport,
-    a_backward: u64,
-    b_file: &str,
-    b: &LeakReport,
-    b_end: &TopReport,
-    b_backward: u64,
-) -> CompareReport {
-    let all = |r: &LeakReport| -> BTreeMap<String, Growth> {
+fn growth_sites(a: &DeviceLeaks, b: &DeviceLeaks) -> Vec<SiteCompare> {
+    let all = |r: &DeviceLeaks| -> BTreeMap<String, Growth> {
         r.suspects
             .iter()
-            .chain(&r.warmup)
-            .map(|g| (g.key.clone(), g.clone()))
+            .chain(&r.not_suspects)
+            .map(|g| (g.site.label.clone(), g.clone()))
             .collect()
     };
     let (ga, gb) = (all(a), all(b));
-    let mut keys: Vec<&String> = ga.keys().chain(gb.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut sites: Vec<SiteCompare> = keys
+    let mut labels: Vec<&String> = ga.keys().chain(gb.keys()).collect();
+    labels.sort();
+    labels.dedup();
+    let mut sites: Vec<SiteCompare> = labels
         .into_iter()
         .map(|k| {
             let (x, y) = (ga.get(k), gb.get(k));
-            let (sa, sb) = (growth(x), growth(y));
+            let (sa, sb) = (side_growth(x), side_growth(y));
             SiteCompare {
-                key: k.clone(),
-                site: x.or(y).and_then(|g| g.site.clone()),
+                site: x
+                    .or(y)
+                    .map_or_else(|| Site::label_only(k), |g| g.site.clone()),
                 difference: sb.bytes_per_window as i64 - sa.bytes_per_window as i64,
                 a: sa,
                 b: sb,
@@ -164,26 +187,32 @@ pub fn compare(
         .collect();
     sites.sort_by(|p, q| {
         let m = |s: &SiteCompare| s.a.bytes_per_window.max(s.b.bytes_per_window);
-        m(q).cmp(&m(p)).then(p.key.cmp(&q.key))
+        m(q).cmp(&m(p))
+            .then_with(|| p.site.label.cmp(&q.site.label))
     });
+    sites
+}
 
-    let rows = |r: &TopReport| -> BTreeMap<String, (u64, u64)> {
+fn end_sites(a: &DeviceTop, b: &DeviceTop) -> Vec<EndCompare> {
+    let rows = |r: &DeviceTop| -> BTreeMap<String, (Site, u64, u64)> {
         r.rows
             .iter()
-            .map(|x| (x.key.clone(), (x.bytes, x.blocks)))
+            .map(|x| (x.site.label.clone(), (x.site.clone(), x.bytes, x.blocks)))
             .collect()
     };
-    let (ea, eb) = (rows(a_end), rows(b_end));
-    let mut end_keys: Vec<&String> = ea.keys().chain(eb.keys()).collect();
-    end_keys.sort();
-    end_keys.dedup();
-    let mut end_state: Vec<EndCompare> = end_keys
+    let (ea, eb) = (rows(a), rows(b));
+    let mut labels: Vec<&String> = ea.keys().chain(eb.keys()).collect();
+    labels.sort();
+    labels.dedup();
+    let mut end: Vec<EndCompare> = labels
         .into_iter()
         .map(|k| {
-            let (ab, an) = ea.get(k).copied().unwrap_or((0, 0));
-            let (bb, bn) = eb.get(k).copied().unwrap_or((0, 0));
+            let (x, y) = (ea.get(k), eb.get(k));
+            let site = x.or(y).map_or_else(|| Site::label_only(k), |r| r.0.clone());
+            let (ab, an) = x.map_or((0, 0), |r| (r.1, r.2));
+            let (bb, bn) = y.map_or((0, 0), |r| (r.1, r.2));
             EndCompare {
-                key: k.clone(),
+                site,
                 a_bytes: ab,
                 a_blocks: an,
                 b_bytes: bb,
@@ -192,44 +221,45 @@ pub fn compare(
             }
         })
         .collect();
-    end_state.sort_by(|p, q| {
+    end.sort_by(|p, q| {
         q.difference
             .unsigned_abs()
             .cmp(&p.difference.unsigned_abs())
-            .then(p.key.cmp(&q.key))
+            .then_with(|| p.site.label.cmp(&q.site.label))
     });
+    end
+}
 
-    let mut warnings = Vec::new();
-    let suspect_rate = |r: &LeakReport| r.suspects.iter().map(|g| g.bytes_per_window).sum::<u64>();
-    if suspect_rate(a) > 0
-        && suspect_rate(b) * 2 < suspect_rate(a)
-        && (b_backward as f64) < 0.9 * a_backward as f64
-    {
-        warnings.push(format!(
-            "B's backward pass allocates {:.0}% less than A's while A's growth is gone: if B is the fix, check that it did not cut the gradient path (a misplaced .detach() stops both the leak and the training)",
-            100.0 * (1.0 - b_backward as f64 / a_backward.max(1) as f64)
-        ));
+fn warnings(a: &SideInput, b: &SideInput) -> Vec<CompareWarning> {
+    let mut w = Vec::new();
+    let rate = |r: &DeviceLeaks| r.suspects.iter().map(|g| g.bytes_per_window).sum::<u64>();
+    let (ra, rb) = (rate(a.leaks), rate(b.leaks));
+    if ra > 0 && rb * 2 < ra && (b.backward_bytes as f64) < 0.9 * a.backward_bytes as f64 {
+        w.push(CompareWarning::GradientPathCut {
+            backward_drop_percent: 100.0
+                * (1.0 - b.backward_bytes as f64 / a.backward_bytes.max(1) as f64),
+        });
     }
-    if a.windows.count != b.windows.count {
-        warnings.push(format!(
-            "the runs have different numbers of windows ({} and {}): rates are per window, totals are not comparable",
-            a.windows.count, b.windows.count
-        ));
+    let (wa, wb) = (a.leaks.windows.count, b.leaks.windows.count);
+    if wa != wb {
+        w.push(CompareWarning::WindowCounts { a: wa, b: wb });
     }
-    CompareReport {
-        schema: SCHEMA,
-        a: Side {
-            file: a_file.to_string(),
-            windows: a.windows.clone(),
-            backward_bytes: a_backward,
-        },
-        b: Side {
-            file: b_file.to_string(),
-            windows: b.windows.clone(),
-            backward_bytes: b_backward,
-        },
-        sites,
-        end_state,
-        warnings,
+    w
+}
+
+/// Puts one device of each run side by side.
+pub fn compare(a: SideInput, b: SideInput) -> DeviceCompare {
+    let side = |s: &SideInput| Side {
+        file: s.file.to_string(),
+        device: s.leaks.device,
+        windows: s.leaks.windows.clone(),
+        backward_bytes: s.backward_bytes,
+    };
+    DeviceCompare {
+        a: side(&a),
+        b: side(&b),
+        sites: growth_sites(a.leaks, b.leaks),
+        end_state: end_sites(a.end, b.end),
+        warnings: warnings(&a, &b),
     }
 }

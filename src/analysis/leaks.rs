@@ -1,24 +1,34 @@
 //! `leakscope leaks`: the call sites whose memory grows per window (micro-batch), with
-//! the rate, how many windows grew, what is still held, and what (if anything) frees it.
+//! the rate, how many windows grew, since when, what is still held, and what (if
+//! anything) frees it.
 //!
 //! Growth is measured by survivors, not by live bytes at window ends (which temporaries
 //! in flight across a boundary make noisy): an allocation born in window *w* survives when
 //! it is still alive at the end of window *w + 1* (at the end of the trace for the last
 //! windows). A site's rate is the median of its per-window survivor bytes over the windows
 //! where it grew: the typical increment, not a total divided by a count.
+//!
+//! A site is a suspect when its survivors grow in most windows, or when they grow in
+//! every window of a run of at least three that reaches the end of the trace and are never
+//! freed (a leak that starts late: after a validation pass, a checkpoint, a cache switched
+//! on). Memory that micro-batches merely hold while in flight is told apart by how many
+//! window boundaries it outlives: always the same few.
 
 use serde::Serialize;
 
-use super::top::{SiteInfo, site_info};
-use crate::attribute::Attributor;
-use crate::replay::{Origin, Replay};
+use crate::attribute::{Attributor, Site};
+use crate::model::fxhash::FastMap;
+use crate::replay::{Lifetime, Origin, Replay};
 use crate::windows::Windows;
 
-/// JSON schema name of [`LeakReport`].
-pub const SCHEMA: &str = "leakscope.leaks/1";
-
 /// Options of the leak finder.
+///
+/// ```
+/// let mut o = leakscope::analysis::LeakOptions::default();
+/// o.warmup = 2;
+/// ```
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct LeakOptions {
     /// Windows at the start whose growth is warm-up, whatever it looks like.
     pub warmup: usize,
@@ -26,13 +36,57 @@ pub struct LeakOptions {
     pub min_bytes: u64,
 }
 
+/// What a site's growth is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Kept in most windows, or in every window since some point, and never freed.
+    Leak,
+    /// Kept in most windows and released later (a sawtooth: freed at a coarser boundary).
+    Retained,
+    /// Grew once, or only in the warm-up windows.
+    Warmup,
+    /// Grew in a few early windows, then stopped (a cache that filled up).
+    Bounded,
+    /// Grew now and then.
+    Sporadic,
+    /// Memory of micro-batches in flight in a pipeline schedule: each kept for the same
+    /// few windows.
+    InFlight,
+}
+
+impl Kind {
+    /// The name as JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Leak => "leak",
+            Kind::Retained => "retained",
+            Kind::Warmup => "warmup",
+            Kind::Bounded => "bounded",
+            Kind::Sporadic => "sporadic",
+            Kind::InFlight => "in-flight",
+        }
+    }
+
+    /// Leaks and retained growth: what the report calls suspects.
+    pub fn is_suspect(self) -> bool {
+        matches!(self, Kind::Leak | Kind::Retained)
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where retained memory is released.
 #[derive(Clone, Debug, Serialize)]
 pub struct Release {
-    /// The first `free_completed` of a survivor.
+    /// The first `free_completed` of the release burst.
     pub event_index: u32,
-    /// The site of that free's stack, when it has frames.
-    pub site: Option<String>,
+    /// The site of the freeing stack, when it has frames.
+    pub site: Option<Site>,
     /// In how many different windows survivors were released.
     pub release_windows: u64,
 }
@@ -40,26 +94,26 @@ pub struct Release {
 /// One growing site.
 #[derive(Clone, Debug, Serialize)]
 pub struct Growth {
-    /// The grouping key (by default `file:line:function` of the allocating site).
-    pub key: String,
-    /// The site's frame, when it has one.
-    pub site: Option<SiteInfo>,
-    /// `leak`, `retained`, `warmup`, `bounded`, `sporadic` or `in-flight` (memory of
-    /// micro-batches in flight in a pipeline schedule: each kept for the same few windows).
-    pub kind: &'static str,
+    /// Where the memory is allocated.
+    pub site: Site,
+    /// What the growth is.
+    pub kind: Kind,
     /// Typical survivor bytes per growing window (median).
     pub bytes_per_window: u64,
     /// Windows in which the site grew.
     pub windows_growing: u64,
     /// Windows in all.
     pub windows_total: u64,
+    /// The window from which the growth the kind rests on runs (0-based): the first
+    /// counted window that grew, or the first window of a late leak's run.
+    pub onset_window: u64,
     /// The most survivor bytes of this site alive at once (at a window end or the end).
     pub retained_bytes: u64,
     /// Survivor bytes still alive at the end of the trace.
     pub bytes_at_end: u64,
     /// Surviving allocations.
     pub blocks: u64,
-    /// First and last window that grew.
+    /// First window that grew.
     pub first_window: u64,
     /// Last window that grew.
     pub last_window: u64,
@@ -82,9 +136,9 @@ pub struct Group {
     /// Group id (as in [`Growth::group`]).
     pub id: u64,
     /// The member allocated first in each window: the likely root of what is kept.
-    pub root: String,
-    /// Every member's key.
-    pub members: Vec<String>,
+    pub root: Site,
+    /// Every member.
+    pub members: Vec<Site>,
     /// Σ bytes per window of the members.
     pub bytes_per_window: u64,
 }
@@ -104,6 +158,19 @@ pub struct WindowInfo {
     pub count: u64,
 }
 
+impl WindowInfo {
+    /// The facts of `w`.
+    pub fn of(w: &Windows) -> WindowInfo {
+        WindowInfo {
+            source: w.source.clone(),
+            detail: w.detail.clone(),
+            reason: w.reason.clone(),
+            guessed: w.guessed,
+            count: w.len() as u64,
+        }
+    }
+}
+
 /// Trace facts that bear on the result.
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceFacts {
@@ -113,23 +180,19 @@ pub struct TraceFacts {
     pub events: u64,
 }
 
-/// The `leaks` report (`leakscope.leaks/1`).
+/// The leak finder's findings on one device.
 #[derive(Clone, Debug, Serialize)]
-pub struct LeakReport {
-    /// Schema name.
-    pub schema: &'static str,
+pub struct DeviceLeaks {
     /// Device.
     pub device: i64,
-    /// Grouping key.
-    pub by: &'static str,
     /// Windows.
     pub windows: WindowInfo,
     /// Trace facts.
     pub trace: TraceFacts,
     /// Leaks and retained growth, largest rate first.
     pub suspects: Vec<Growth>,
-    /// Warm-up, bounded and sporadic growth (not suspects).
-    pub warmup: Vec<Growth>,
+    /// Warm-up, bounded, sporadic and in-flight growth (not suspects), most held first.
+    pub not_suspects: Vec<Growth>,
     /// Retained groups among the suspects.
     pub groups: Vec<Group>,
 }
@@ -147,18 +210,18 @@ fn median(mut v: Vec<u64>) -> u64 {
     }
 }
 
-/// Finds the sites that grow per window.
-pub fn leaks(
-    replay: &Replay,
-    windows: &Windows,
-    attr: &mut Attributor,
-    opts: &LeakOptions,
-) -> LeakReport {
-    let snap = attr.snapshot();
+/// One key's survivors: bytes per window and the survivors' lifetime indices.
+struct Survivors {
+    key: u32,
+    series: Vec<u64>,
+    lifes: Vec<usize>,
+}
+
+/// Allocations born in a window and alive at the end of the next one, per key.
+fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<Survivors> {
     let n = windows.len();
     let events = windows.events;
-    // Per key: survivor bytes per window, and the survivors' lifetime indices.
-    let mut per_key: Vec<(Vec<u64>, Vec<usize>)> = Vec::new();
+    let mut per_key: Vec<Survivors> = Vec::new();
     for (li, l) in replay.lifetimes.iter().enumerate() {
         let Origin::Traced(born) = l.origin else {
             continue;
@@ -180,168 +243,292 @@ pub fn leaks(
         }
         let Some(k) = attr.key(l.stack) else { continue };
         let k = k as usize;
-        if per_key.len() <= k {
-            per_key.resize_with(k + 1, || (vec![0; n], Vec::new()));
+        while per_key.len() <= k {
+            per_key.push(Survivors {
+                key: per_key.len() as u32,
+                series: vec![0; n],
+                lifes: Vec::new(),
+            });
         }
-        per_key[k].0[w] += l.bytes;
-        per_key[k].1.push(li);
+        per_key[k].series[w] += l.bytes;
+        per_key[k].lifes.push(li);
     }
+    per_key.retain(|s| !s.lifes.is_empty());
+    per_key
+}
 
-    let mut suspects = Vec::new();
+/// The verdict on one key and the windows its rate is the median over.
+struct Verdict {
+    kind: Kind,
+    onset: usize,
+    rate_windows: Vec<usize>,
+}
+
+/// The run of growing windows (at most one window without growth inside it) that reaches
+/// the end of the trace: its first window and the windows in it that grew.
+fn tail_run(grew: &[bool], from: usize) -> Option<(usize, Vec<usize>)> {
+    let mut gaps = 0;
+    let mut run = Vec::new();
+    for w in (from..grew.len()).rev() {
+        if grew[w] {
+            run.push(w);
+        } else {
+            gaps += 1;
+            if gaps > 1 {
+                break;
+            }
+        }
+    }
+    run.reverse();
+    Some((*run.first()?, run))
+}
+
+/// How many window boundaries each released survivor outlived: the extremes.
+fn release_spans(s: &Survivors, replay: &Replay, windows: &Windows) -> Option<(usize, usize)> {
+    let spans = s.lifes.iter().filter_map(|&i| {
+        let l = &replay.lifetimes[i];
+        let Origin::Traced(b) = l.origin else {
+            return None;
+        };
+        Some(windows.of_event(l.freed?)? - windows.of_event(b)?)
+    });
+    spans.fold(None, |acc, x| match acc {
+        None => Some((x, x)),
+        Some((lo, hi)) => Some((lo.min(x), hi.max(x))),
+    })
+}
+
+fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOptions) -> Verdict {
+    let n = windows.len();
+    let grew: Vec<usize> = (0..n).filter(|&w| s.series[w] > 0).collect();
+    let counted: Vec<usize> = grew.iter().copied().filter(|&w| w >= opts.warmup).collect();
+    let bytes = |i: &usize| replay.lifetimes[*i].bytes;
+    let total: u64 = s.lifes.iter().map(bytes).sum();
+    let at_end: u64 = s
+        .lifes
+        .iter()
+        .filter(|&&i| replay.lifetimes[i].freed.is_none())
+        .map(bytes)
+        .sum();
+    let kept_to_end = at_end * 10 >= total * 9;
+    let spans = release_spans(s, replay, windows);
+    let most = counted.len() >= 2 && counted.len() * 2 >= n.saturating_sub(opts.warmup);
+    let onset = counted.first().or(grew.first()).copied().unwrap_or(0);
+    let verdict = |kind, onset, rate_windows| Verdict {
+        kind,
+        onset,
+        rate_windows,
+    };
+    // Memory kept until a coarser boundary outlives a varying number of boundaries (the
+    // sawtooth: the first micro-batch's buffer waits longest); micro-batches merely in
+    // flight in a pipeline schedule all outlive the same few. The latter is not growth.
+    let steady_in_flight = !kept_to_end && spans.is_some_and(|(lo, hi)| hi - lo <= 1);
+    if most {
+        let kind = match (steady_in_flight, kept_to_end) {
+            (true, _) => Kind::InFlight,
+            (false, true) => Kind::Leak,
+            (false, false) => Kind::Retained,
+        };
+        return verdict(kind, onset, grew);
+    }
+    if let Some(late) = late_leak(s, replay, windows, opts, spans) {
+        return late;
+    }
+    let kind = if counted.is_empty() || grew.len() == 1 {
+        Kind::Warmup
+    } else if *grew.last().unwrap_or(&0) * 2 < n {
+        Kind::Bounded
+    } else {
+        Kind::Sporadic
+    };
+    verdict(kind, onset, grew)
+}
+
+/// A leak that starts late: the site's survivors grow in every window (one gap allowed)
+/// of a run of at least three windows that reaches the end of the trace, and what the run
+/// kept is never freed. The run must also be longer than the most boundaries any of the
+/// site's earlier memory outlived before its release, so that micro-batches still in
+/// flight when the snapshot was taken are not mistaken for it.
+fn late_leak(
+    s: &Survivors,
+    replay: &Replay,
+    windows: &Windows,
+    opts: &LeakOptions,
+    spans: Option<(usize, usize)>,
+) -> Option<Verdict> {
+    let n = windows.len();
+    let grew: Vec<bool> = s.series.iter().map(|&b| b > 0).collect();
+    let (start, run) = tail_run(&grew, opts.warmup)?;
+    let reaches_end = run.last().is_some_and(|&w| w + 2 >= n);
+    let longest_kept = spans.map_or(0, |(_, hi)| hi);
+    if run.len() < 3 || !reaches_end || n - start <= longest_kept + 1 {
+        return None;
+    }
+    let (mut kept, mut born) = (0u64, 0u64);
+    for &i in &s.lifes {
+        let l: &Lifetime = &replay.lifetimes[i];
+        let Origin::Traced(b) = l.origin else {
+            continue;
+        };
+        if windows.of_event(b).is_some_and(|w| w >= start) {
+            born += l.bytes;
+            if l.freed.is_none() {
+                kept += l.bytes;
+            }
+        }
+    }
+    (born > 0 && kept * 10 >= born * 9).then_some(Verdict {
+        kind: Kind::Leak,
+        onset: start,
+        rate_windows: run,
+    })
+}
+
+/// Survivor bytes alive at each window end and at the end: the most held at once.
+fn most_held(s: &Survivors, replay: &Replay, windows: &Windows) -> u64 {
+    let mut deltas: Vec<(u32, i128)> = Vec::with_capacity(s.lifes.len() * 2);
+    for &i in &s.lifes {
+        let l = &replay.lifetimes[i];
+        if let Origin::Traced(b) = l.origin {
+            deltas.push((b, l.bytes as i128));
+        }
+        if let Some(f) = l.freed {
+            deltas.push((f, -(l.bytes as i128)));
+        }
+    }
+    deltas.sort_unstable();
+    let (mut most, mut cur, mut di) = (0i128, 0i128, 0);
+    let ends = (0..windows.len())
+        .map(|w| windows.range(w).1)
+        .chain(std::iter::once(windows.events));
+    for e in ends {
+        while di < deltas.len() && deltas[di].0 < e {
+            cur += deltas[di].1;
+            di += 1;
+        }
+        most = most.max(cur);
+    }
+    most.max(0) as u64
+}
+
+/// Where a retained site's memory goes: the release is a burst (everything kept since the
+/// last boundary goes at once), so the first free of this site's memory that outlived a
+/// boundary, survivor or not, in the window of the first survivor's release.
+fn release_of(
+    s: &Survivors,
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> Option<Release> {
+    let freed: Vec<&Lifetime> = s
+        .lifes
+        .iter()
+        .map(|&i| &replay.lifetimes[i])
+        .filter(|l| l.freed.is_some())
+        .collect();
+    let first = freed.iter().min_by_key(|l| l.freed)?;
+    let mut wins: Vec<usize> = freed
+        .iter()
+        .filter_map(|l| windows.of_event(l.freed?))
+        .collect();
+    wins.sort_unstable();
+    wins.dedup();
+    let first_free = first.freed?;
+    let burst = windows.of_event(first_free);
+    let mut burst_start = first_free;
+    for l in &replay.lifetimes {
+        let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
+            continue;
+        };
+        if f < burst_start
+            && windows.of_event(f) == burst
+            && windows.of_event(b) < burst
+            && attr.key(l.stack) == Some(s.key)
+        {
+            burst_start = f;
+        }
+    }
+    let snap = attr.snapshot();
+    let site = first
+        .free_stack
+        .filter(|st| !snap.stacks.get(*st).is_empty())
+        .and_then(|st| attr.key(st))
+        .map(|k| attr.site(k).clone());
+    Some(Release {
+        event_index: burst_start,
+        site,
+        release_windows: wins.len() as u64,
+    })
+}
+
+fn growth(
+    s: &Survivors,
+    v: &Verdict,
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> Growth {
+    let snap = attr.snapshot();
+    let grew: Vec<usize> = (0..windows.len()).filter(|&w| s.series[w] > 0).collect();
+    let first_life = &replay.lifetimes[s.lifes[0]];
+    let released_at = if v.kind == Kind::Retained {
+        release_of(s, replay, windows, attr)
+    } else {
+        None
+    };
+    Growth {
+        site: attr.site(s.key).clone(),
+        kind: v.kind,
+        bytes_per_window: median(v.rate_windows.iter().map(|&w| s.series[w]).collect()),
+        windows_growing: grew.len() as u64,
+        windows_total: windows.len() as u64,
+        onset_window: v.onset as u64,
+        retained_bytes: most_held(s, replay, windows),
+        bytes_at_end: s
+            .lifes
+            .iter()
+            .map(|&i| &replay.lifetimes[i])
+            .filter(|l| l.freed.is_none())
+            .map(|l| l.bytes)
+            .sum(),
+        blocks: s.lifes.len() as u64,
+        first_window: grew.first().copied().unwrap_or(0) as u64,
+        last_window: grew.last().copied().unwrap_or(0) as u64,
+        released_at,
+        group: None,
+        example_addresses: s
+            .lifes
+            .iter()
+            .take(3)
+            .map(|&i| format!("0x{:x}", replay.lifetimes[i].addr))
+            .collect(),
+        stack: snap
+            .stacks
+            .get(first_life.stack)
+            .iter()
+            .map(|&f| crate::attribute::frame_label(snap, snap.frames.get(f)))
+            .collect(),
+        survivors_per_window: s.series.clone(),
+    }
+}
+
+/// Finds the sites that grow per window on one device.
+pub fn leaks(
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+    opts: &LeakOptions,
+) -> DeviceLeaks {
+    let mut suspects: Vec<(Growth, Survivors)> = Vec::new();
     let mut others = Vec::new();
-    let n_eff = n.saturating_sub(opts.warmup);
-    for (k, (series, lifes)) in per_key.into_iter().enumerate() {
-        if lifes.is_empty() {
+    for s in survivors(replay, windows, attr) {
+        let v = classify(&s, replay, windows, opts);
+        let g = growth(&s, &v, replay, windows, attr);
+        if g.bytes_per_window < opts.min_bytes {
             continue;
         }
-        let grew: Vec<usize> = (0..n).filter(|&w| series[w] > 0).collect();
-        let counted: Vec<usize> = grew.iter().copied().filter(|&w| w >= opts.warmup).collect();
-        let bytes_per_window = median(grew.iter().map(|&w| series[w]).collect());
-        if bytes_per_window < opts.min_bytes {
-            continue;
-        }
-        let total: u64 = lifes.iter().map(|&i| replay.lifetimes[i].bytes).sum();
-        let at_end: u64 = lifes
-            .iter()
-            .filter(|&&i| replay.lifetimes[i].freed.is_none())
-            .map(|&i| replay.lifetimes[i].bytes)
-            .sum();
-        let most = counted.len() >= 2 && counted.len() * 2 >= n_eff;
-        // How many window boundaries each released survivor outlived. Memory kept until a
-        // coarser boundary outlives a varying number (the sawtooth: the first micro-batch's
-        // buffer waits longest); micro-batches merely in flight in a pipeline schedule all
-        // outlive the same few. The latter is not growth.
-        let spans: Vec<usize> = lifes
-            .iter()
-            .filter_map(|&i| {
-                let l = &replay.lifetimes[i];
-                let Origin::Traced(b) = l.origin else {
-                    return None;
-                };
-                Some(windows.of_event(l.freed?)? - windows.of_event(b)?)
-            })
-            .collect();
-        let steady_in_flight = at_end * 10 < total * 9
-            && !spans.is_empty()
-            && spans.iter().max().unwrap_or(&0) - spans.iter().min().unwrap_or(&0) <= 1;
-        let kind = if most && steady_in_flight {
-            "in-flight"
-        } else if most {
-            if at_end * 10 >= total * 9 {
-                "leak"
-            } else {
-                "retained"
-            }
-        } else if counted.is_empty() || grew.len() == 1 {
-            "warmup"
-        } else if *grew.last().unwrap_or(&0) * 2 < n {
-            "bounded"
-        } else {
-            "sporadic"
-        };
-        // Survivor bytes alive at each window end and at the end: the most held at once.
-        let mut deltas: Vec<(u32, i128)> = Vec::with_capacity(lifes.len() * 2);
-        for &i in &lifes {
-            let l = &replay.lifetimes[i];
-            if let Origin::Traced(b) = l.origin {
-                deltas.push((b, l.bytes as i128));
-            }
-            if let Some(f) = l.freed {
-                deltas.push((f, -(l.bytes as i128)));
-            }
-        }
-        deltas.sort_unstable();
-        let mut retained = 0i128;
-        let mut cur = 0i128;
-        let mut di = 0;
-        let ends = (0..n)
-            .map(|w| windows.range(w).1)
-            .chain(std::iter::once(events));
-        for e in ends {
-            while di < deltas.len() && deltas[di].0 < e {
-                cur += deltas[di].1;
-                di += 1;
-            }
-            retained = retained.max(cur);
-        }
-        let released_at = if kind == "retained" {
-            let freed: Vec<&crate::replay::Lifetime> = lifes
-                .iter()
-                .map(|&i| &replay.lifetimes[i])
-                .filter(|l| l.freed.is_some())
-                .collect();
-            freed.iter().min_by_key(|l| l.freed).map(|first| {
-                let mut wins: Vec<usize> = freed
-                    .iter()
-                    .filter_map(|l| windows.of_event(l.freed.unwrap_or(0)))
-                    .collect();
-                wins.sort_unstable();
-                wins.dedup();
-                // The release is a burst (everything kept since the last boundary goes at
-                // once): report its first free of this site's memory that outlived a
-                // boundary, survivor or not.
-                let first_free = first.freed.unwrap_or(0);
-                let burst = windows.of_event(first_free);
-                let burst_start = replay
-                    .lifetimes
-                    .iter()
-                    .filter(|l| attr.key(l.stack) == Some(k as u32))
-                    .filter_map(|l| match l.origin {
-                        Origin::Traced(b) => Some((b, l.freed?)),
-                        _ => None,
-                    })
-                    .filter(|&(b, f)| {
-                        f <= first_free
-                            && windows.of_event(f) == burst
-                            && windows.of_event(b) < burst
-                    })
-                    .map(|(_, f)| f)
-                    .min()
-                    .unwrap_or(first_free);
-                Release {
-                    event_index: burst_start,
-                    site: first
-                        .free_stack
-                        .filter(|s| !snap.stacks.get(*s).is_empty())
-                        .and_then(|s| attr.key(s))
-                        .map(|kk| attr.key_info(kk).label.clone()),
-                    release_windows: wins.len() as u64,
-                }
-            })
-        } else {
-            None
-        };
-        let key = attr.key_info(k as u32).clone();
-        let first_life = &replay.lifetimes[lifes[0]];
-        let g = Growth {
-            key: key.label.clone(),
-            site: key.frame.map(|f| site_info(snap, f)),
-            kind,
-            bytes_per_window,
-            windows_growing: grew.len() as u64,
-            windows_total: n as u64,
-            retained_bytes: retained.max(0) as u64,
-            bytes_at_end: at_end,
-            blocks: lifes.len() as u64,
-            first_window: grew.first().copied().unwrap_or(0) as u64,
-            last_window: grew.last().copied().unwrap_or(0) as u64,
-            released_at,
-            group: None,
-            example_addresses: lifes
-                .iter()
-                .take(3)
-                .map(|&i| format!("0x{:x}", replay.lifetimes[i].addr))
-                .collect(),
-            stack: snap
-                .stacks
-                .get(first_life.stack)
-                .iter()
-                .map(|&f| super::top::label(snap, f))
-                .collect(),
-            survivors_per_window: series,
-        };
-        if kind == "leak" || kind == "retained" {
-            suspects.push((g, grew, lifes, k as u32));
+        if g.kind.is_suspect() {
+            suspects.push((g, s));
         } else {
             others.push(g);
         }
@@ -349,23 +536,45 @@ pub fn leaks(
     suspects.sort_by(|a, b| {
         b.0.bytes_per_window
             .cmp(&a.0.bytes_per_window)
-            .then(a.0.key.cmp(&b.0.key))
+            .then_with(|| a.0.site.label.cmp(&b.0.site.label))
     });
     others.sort_by(|a, b| {
         b.retained_bytes
             .cmp(&a.retained_bytes)
-            .then(a.key.cmp(&b.key))
+            .then_with(|| a.site.label.cmp(&b.site.label))
     });
+    let groups = group_suspects(&mut suspects, replay, windows, attr);
+    DeviceLeaks {
+        device: replay.device,
+        windows: WindowInfo::of(windows),
+        trace: TraceFacts {
+            wrapped: replay.pre_trace_blocks > 0 || replay.unmatched_frees > 0,
+            events: windows.events as u64,
+        },
+        suspects: suspects.into_iter().map(|s| s.0).collect(),
+        not_suspects: others,
+        groups,
+    }
+}
 
-    // Retained groups: sites of the same kind whose survivors are released in the same
-    // windows (or never), i.e. freed together. Growth windows may differ by one or two at
-    // the edges of a schedule, so they do not split a group.
+/// Retained groups: suspects of the same kind whose survivors are released in the same
+/// windows (or never), i.e. freed together. Growth windows may differ by one or two at
+/// the edges of a schedule, so they do not split a group. The likely root is the member
+/// whose kept memory was allocated first (what is kept is allocated before what it keeps
+/// alive); allocations kept across a boundary count even when born before the first
+/// window (a pipeline receives its first input then).
+fn group_suspects(
+    suspects: &mut [(Growth, Survivors)],
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut sigs: Vec<(&'static str, Vec<usize>)> = Vec::new();
-    // Per group, per member: the first survivor birth in each window.
-    let mut births: Vec<Vec<(String, u32)>> = Vec::new();
-    for (g, _, lifes, kid) in suspects.iter_mut() {
-        let mut rel: Vec<usize> = lifes
+    let mut sigs: Vec<(Kind, Vec<usize>)> = Vec::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    for (g, s) in suspects.iter_mut() {
+        let mut rel: Vec<usize> = s
+            .lifes
             .iter()
             .filter_map(|&i| replay.lifetimes[i].freed)
             .filter_map(|f| windows.of_event(f))
@@ -373,71 +582,48 @@ pub fn leaks(
         rel.sort_unstable();
         rel.dedup();
         let sig = (g.kind, rel);
-        let gi = match sigs.iter().position(|s| *s == sig) {
-            Some(i) => i,
-            None => {
-                sigs.push(sig);
-                births.push(Vec::new());
-                groups.push(Group {
-                    id: groups.len() as u64,
-                    root: String::new(),
-                    members: Vec::new(),
-                    bytes_per_window: 0,
-                });
-                groups.len() - 1
-            }
-        };
+        let gi = sigs.iter().position(|x| *x == sig).unwrap_or_else(|| {
+            sigs.push(sig);
+            members.push(Vec::new());
+            groups.push(Group {
+                id: groups.len() as u64,
+                root: g.site.clone(),
+                members: Vec::new(),
+                bytes_per_window: 0,
+            });
+            groups.len() - 1
+        });
         g.group = Some(gi as u64);
-        groups[gi].members.push(g.key.clone());
+        groups[gi].members.push(g.site.clone());
         groups[gi].bytes_per_window += g.bytes_per_window;
-        births[gi].push((g.key.clone(), *kid));
+        members[gi].push(s.key);
     }
-    // The likely root: the member whose kept memory was allocated first (what is kept is
-    // allocated before what it keeps alive). Allocations kept across a boundary count
-    // even when born before the first window (a pipeline receives its first input then).
-    let mut first_kept: crate::model::fxhash::FastMap<u32, u32> = Default::default();
-    if !groups.is_empty() {
-        for l in &replay.lifetimes {
-            let Origin::Traced(b) = l.origin else {
-                continue;
-            };
-            let crossed = l
-                .freed
-                .is_none_or(|f| windows.of_event(f) != windows.of_event(b));
-            if crossed && let Some(k) = attr.key(l.stack) {
-                let e = first_kept.entry(k).or_insert(b);
-                *e = (*e).min(b);
-            }
+    if groups.is_empty() {
+        return groups;
+    }
+    let mut first_kept: FastMap<u32, u32> = FastMap::default();
+    for l in &replay.lifetimes {
+        let Origin::Traced(b) = l.origin else {
+            continue;
+        };
+        let crossed = l
+            .freed
+            .is_none_or(|f| windows.of_event(f) != windows.of_event(b));
+        if crossed && let Some(k) = attr.key(l.stack) {
+            let e = first_kept.entry(k).or_insert(b);
+            *e = (*e).min(b);
         }
     }
-    for (gi, members) in births.iter().enumerate() {
-        let root = members.iter().min_by_key(|(key, kid)| {
+    for (gi, keys) in members.iter().enumerate() {
+        let root = keys.iter().min_by_key(|&&k| {
             (
-                first_kept.get(kid).copied().unwrap_or(u32::MAX),
-                key.clone(),
+                first_kept.get(&k).copied().unwrap_or(u32::MAX),
+                attr.site(k).label.clone(),
             )
         });
-        if let Some((key, _)) = root {
-            groups[gi].root = key.clone();
+        if let Some(&k) = root {
+            groups[gi].root = attr.site(k).clone();
         }
     }
-    LeakReport {
-        schema: SCHEMA,
-        device: replay.device,
-        by: attr.by().name(),
-        windows: WindowInfo {
-            source: windows.source.clone(),
-            detail: windows.detail.clone(),
-            reason: windows.reason.clone(),
-            guessed: windows.guessed,
-            count: n as u64,
-        },
-        trace: TraceFacts {
-            wrapped: replay.pre_trace_blocks > 0 || replay.unmatched_frees > 0,
-            events: events as u64,
-        },
-        suspects: suspects.into_iter().map(|s| s.0).collect(),
-        warmup: others,
-        groups,
-    }
+    groups
 }

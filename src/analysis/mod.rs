@@ -1,25 +1,19 @@
-//! Analyses over the loaded model. Each produces a serializable report whose JSON form
-//! carries a versioned `schema` name.
+//! Stage 5, `analysis`: pure functions of a device's replay, windows and attribution (and
+//! of the snapshot they come from). Each computes numbers and typed verdicts; words,
+//! units and formats belong to `render`, and putting files, options and devices together
+//! belongs to `session`.
 
 pub mod check;
 pub mod compare;
 pub mod leaks;
 pub mod oom;
+pub mod point;
 pub mod ranks;
-pub mod report;
 pub mod segments;
 pub mod summary;
 pub mod timeline;
 pub mod top;
 pub mod tree;
 
-use crate::model::Snapshot;
-
-/// The device analyses look at when none is named: the one with the longest trace, else
-/// the one holding the most bytes (PyTorch's viewer picks the longest trace too).
-pub fn default_device(snap: &Snapshot) -> i64 {
-    let devs = snap.devices();
-    devs.iter()
-        .max_by_key(|d| (d.trace.len(), d.held_bytes(), std::cmp::Reverse(d.device)))
-        .map_or(0, |d| d.device)
-}
+pub use leaks::{Kind, LeakOptions};
+pub use point::{At, AtError, Point, PointError};

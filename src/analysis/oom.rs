@@ -6,24 +6,25 @@
 
 use serde::Serialize;
 
-use super::leaks::LeakReport;
-use super::top::{self, TopReport};
-use crate::attribute::Attributor;
-use crate::model::{Action, DeviceView, Snapshot};
-
-/// The device to explain when none is named: the first one whose trace has an `oom`
-/// event, else the default device.
-pub fn oom_device(snap: &Snapshot) -> i64 {
-    snap.devices()
-        .iter()
-        .find(|d| d.trace.action.contains(&Action::OOM))
-        .map_or_else(|| super::default_device(snap), |d| d.device)
-}
+use super::leaks::{DeviceLeaks, Kind};
+use super::point::{self, At};
+use super::top;
+use crate::attribute::{Attributor, Site};
+use crate::model::{Action, DeviceView, Snapshot, flags};
 use crate::replay::{AllocatorState, Replay};
 use crate::windows::Windows;
 
-/// JSON schema name of [`OomReport`].
-pub const SCHEMA: &str = "leakscope.oom/1";
+/// The devices whose trace has an `oom` event, in index order.
+pub fn oom_devices(snap: &Snapshot) -> Vec<i64> {
+    snap.devices()
+        .iter()
+        .filter(|d| d.trace.has_action(Action::OOM))
+        .map(|d| d.device)
+        .collect()
+}
+
+/// Requests of at most this many bytes are served from the small pool.
+const SMALL_REQUEST: u64 = 1 << 20;
 
 /// The failed request.
 #[derive(Clone, Debug, Serialize)]
@@ -65,19 +66,66 @@ pub struct PoolFree {
 /// A holder of memory at the failure.
 #[derive(Clone, Debug, Serialize)]
 pub struct Holder {
-    /// The grouping key.
-    pub site: String,
+    /// Where the memory was allocated.
+    pub site: Site,
     /// Live requested bytes.
     pub bytes: u64,
     /// Allocations.
     pub blocks: u64,
 }
 
-/// The `oom` report (`leakscope.oom/1`).
+/// A site that grew per window before the failure.
 #[derive(Clone, Debug, Serialize)]
-pub struct OomReport {
-    /// Schema name.
-    pub schema: &'static str,
+pub struct GrewBefore {
+    /// Where the memory was allocated.
+    pub site: Site,
+    /// Its rate.
+    pub bytes_per_window: u64,
+    /// Windows it grew in.
+    pub windows_growing: u64,
+    /// Windows before the failure.
+    pub windows_total: u64,
+    /// `leak` or `retained`.
+    pub kind: Kind,
+}
+
+/// What to do, only where the numbers support it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Advice {
+    /// The request would have fit in the pool's cached free memory, but no block was large
+    /// enough: set `expandable_segments:True` (or `max_split_size_mb`).
+    Fragmentation {
+        /// `PYTORCH_CUDA_ALLOC_CONF` or `PYTORCH_NPU_ALLOC_CONF`.
+        setting: &'static str,
+        /// Cached free bytes in the request's pool.
+        cached_free_in_pool_bytes: u64,
+        /// The pool.
+        pool: &'static str,
+        /// The request rounded to a block.
+        needed_bytes: u64,
+        /// The largest free block.
+        largest_free_block_bytes: u64,
+    },
+    /// Memory grew per window before the failure: fix that first.
+    Growth {
+        /// The fastest-growing suspect.
+        grew: GrewBefore,
+    },
+    /// The device was full: the working set itself is too large.
+    DeviceFull {
+        /// The request rounded to a block.
+        needed_bytes: u64,
+        /// Cached free bytes in its pool.
+        cached_free_in_pool_bytes: u64,
+        /// What the driver had free.
+        device_free_bytes: u64,
+    },
+}
+
+/// The explanation of one device's failure (or end state).
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceOom {
     /// Device.
     pub device: i64,
     /// The failed request.
@@ -106,9 +154,9 @@ pub struct OomReport {
     /// Who held memory at the failure, largest first.
     pub top_holders: Vec<Holder>,
     /// Sites that grew per window before the failure (the leak finder's suspects).
-    pub grew_before: Vec<Holder>,
+    pub grew_before: Vec<GrewBefore>,
     /// What to do, only where the numbers support it.
-    pub advice: Vec<String>,
+    pub advice: Vec<Advice>,
     /// Events the state reconstruction could not undo (0 when the trace is complete).
     pub reconstruction_unresolved: u64,
 }
@@ -117,198 +165,195 @@ fn round_block(size: u64) -> u64 {
     size.max(1).div_ceil(512) * 512
 }
 
-/// [`explain`] with the leak finder run over the windows before the failure, as `oom`
-/// and `report` both want it.
-pub fn explain_with_growth(
-    snap: &Snapshot,
-    dev: &DeviceView,
-    replay: &Replay,
-    windows: &Windows,
-    attr: &mut Attributor,
-) -> OomReport {
-    let before = windows_before(windows, replay);
-    let growth = super::leaks::leaks(replay, &before, attr, &super::leaks::LeakOptions::default());
-    explain(snap, dev, replay, attr, &growth)
-}
-
-/// Explains the first `oom` event of `dev` (or its end state when it has none). `leaks`
-/// is the leak finder's report over the windows before the failure.
-pub fn explain(
-    snap: &Snapshot,
-    dev: &DeviceView,
-    replay: &Replay,
-    attr: &mut Attributor,
-    leaks: &LeakReport,
-) -> OomReport {
-    let trace = dev.trace;
-    let idx = replay.ooms.first().copied();
-    let state = match idx {
-        Some(k) => AllocatorState::after(dev, Some(k)),
-        None => AllocatorState::at_end(dev),
-    };
-    let (requested, device_free, time_us) = match idx {
-        Some(k) => {
-            let m = snap.meta(trace.meta[k as usize]);
-            (
-                Some(trace.size[k as usize]),
-                m.has(crate::model::flags::DEVICE_FREE)
-                    .then_some(trace.addr[k as usize]),
-                m.has(crate::model::flags::TIME)
-                    .then_some(trace.time_us[k as usize]),
-            )
-        }
-        None => (None, None, None),
-    };
-    let pool = requested.map(|r| if r <= 1 << 20 { "small" } else { "large" });
-    let reserved = state.reserved();
-    let allocated = state.allocated();
-    let mut by_pool = PoolFree::default();
-    let mut cached_free = 0u64;
-    let mut in_pool = 0u64;
-    let mut streams: Vec<StreamFree> = Vec::new();
-    for (seg, b) in state.blocks() {
-        if b.active {
-            continue;
-        }
-        cached_free += b.size;
-        let small = seg.pool == "small";
-        let slot = if small {
-            &mut by_pool.small
-        } else {
-            &mut by_pool.large
-        };
-        *slot = (*slot).max(b.size);
-        if pool == Some(if small { "small" } else { "large" }) {
-            in_pool += b.size;
-        }
-        match streams.iter_mut().find(|s| s.stream == seg.stream) {
-            Some(s) => {
-                s.largest_free_block_bytes = s.largest_free_block_bytes.max(b.size);
-                s.cached_free_bytes += b.size;
-            }
-            None => streams.push(StreamFree {
-                stream: seg.stream,
-                largest_free_block_bytes: b.size,
-                cached_free_bytes: b.size,
-            }),
-        }
-    }
-    streams.sort_by_key(|s| s.stream);
-    let largest = by_pool.small.max(by_pool.large);
-    let fragmentation = if cached_free == 0 {
-        0.0
-    } else {
-        1.0 - largest as f64 / cached_free as f64
-    };
-    let need = requested.map(round_block);
-    let would_fit = need.map(|n| in_pool >= n);
-
-    // Holders at the failure, by the attributor's key.
-    let at = match idx {
-        Some(_) => top::At::Oom,
-        None => top::At::End,
-    };
-    let holders: Vec<Holder> = top::resolve(snap, replay, at)
-        .map(|p| {
-            let r: TopReport = top::top(replay, p, attr, 10);
-            r.rows
-                .into_iter()
-                .map(|x| Holder {
-                    site: x.key,
-                    bytes: x.bytes,
-                    blocks: x.blocks,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let grew_before: Vec<Holder> = leaks
-        .suspects
-        .iter()
-        .take(5)
-        .map(|g| Holder {
-            site: g.key.clone(),
-            bytes: g.bytes_per_window,
-            blocks: g.windows_growing,
-        })
-        .collect();
-
-    let mut advice = Vec::new();
-    let conf = if crate::analysis::summary::producer(snap) == "npu" {
-        "PYTORCH_NPU_ALLOC_CONF"
-    } else {
-        "PYTORCH_CUDA_ALLOC_CONF"
-    };
-    if let (Some(n), Some(true)) = (need, would_fit)
-        && largest < n
-    {
-        advice.push(format!(
-            "fragmentation: {} of cached free memory in the {} pool would have held the {} request, but the largest free block is {}. Set {conf}=expandable_segments:True so freed memory can be mapped contiguously (or max_split_size_mb to stop large blocks being split).",
-            crate::render::bytes(in_pool),
-            pool.unwrap_or("large"),
-            crate::render::bytes(n),
-            crate::render::bytes(largest)
-        ));
-    }
-    // Growth over windows auto guessed from a repeating function may be one forward pass's
-    // layers filling up: not worth advice.
-    let trusted: Vec<_> = if leaks.windows.guessed {
-        Vec::new()
-    } else {
-        leaks.suspects.iter().collect()
-    };
-    if let Some(g) = trusted.first() {
-        advice.push(format!(
-            "memory grew before the failure: {} keeps {} per window ({}, {} of {} windows); fix that first (`leakscope leaks`).",
-            g.key,
-            crate::render::bytes(g.bytes_per_window),
-            g.kind,
-            g.windows_growing,
-            g.windows_total
-        ));
-    }
-    if let (Some(n), Some(false)) = (need, would_fit)
-        && trusted.is_empty()
-        && device_free.is_some_and(|f| f < n)
-    {
-        advice.push(format!(
-            "the device was full: the request ({}) exceeded both the cached free memory of its pool ({}) and what the driver had free ({}); the working set itself is too large (smaller batches or sequences, activation checkpointing, sharding).",
-            crate::render::bytes(n),
-            crate::render::bytes(in_pool),
-            crate::render::bytes(device_free.unwrap_or(0))
-        ));
-    }
-    OomReport {
-        schema: SCHEMA,
-        device: dev.device,
-        oom: OomEvent {
-            found: idx.is_some(),
-            event_index: idx,
-            requested_bytes: requested,
-            device_free_bytes: device_free,
-            time_us,
-            pool,
-        },
-        reserved_bytes: reserved,
-        allocated_bytes: allocated,
-        requested_live_bytes: state.requested(),
-        cached_free_bytes: cached_free,
-        cached_free_in_pool_bytes: in_pool,
-        largest_free_block_bytes: largest,
-        largest_free_block_by_pool: by_pool,
-        streams,
-        fragmentation,
-        would_fit_if_contiguous: would_fit,
-        top_holders: holders,
-        grew_before,
-        advice,
-        reconstruction_unresolved: state.unresolved,
-    }
-}
-
 /// The windows before the failure (the leak finder looks only there).
 pub fn windows_before(w: &Windows, replay: &Replay) -> Windows {
     match replay.ooms.first() {
         Some(&k) => w.restrict(&[(0, k + 1)], "the events before the oom"),
         None => w.clone(),
     }
+}
+
+/// The cached free memory of a reconstructed state, per pool and stream.
+struct FreeMemory {
+    by_pool: PoolFree,
+    cached_free: u64,
+    in_pool: u64,
+    streams: Vec<StreamFree>,
+}
+
+fn free_memory(state: &AllocatorState, pool: Option<&'static str>) -> FreeMemory {
+    let mut f = FreeMemory {
+        by_pool: PoolFree::default(),
+        cached_free: 0,
+        in_pool: 0,
+        streams: Vec::new(),
+    };
+    for (seg, b) in state.blocks().filter(|(_, b)| !b.active) {
+        f.cached_free += b.size;
+        let small = seg.pool == "small";
+        let slot = if small {
+            &mut f.by_pool.small
+        } else {
+            &mut f.by_pool.large
+        };
+        *slot = (*slot).max(b.size);
+        if pool == Some(if small { "small" } else { "large" }) {
+            f.in_pool += b.size;
+        }
+        match f.streams.iter_mut().find(|s| s.stream == seg.stream) {
+            Some(s) => {
+                s.largest_free_block_bytes = s.largest_free_block_bytes.max(b.size);
+                s.cached_free_bytes += b.size;
+            }
+            None => f.streams.push(StreamFree {
+                stream: seg.stream,
+                largest_free_block_bytes: b.size,
+                cached_free_bytes: b.size,
+            }),
+        }
+    }
+    f.streams.sort_by_key(|s| s.stream);
+    f
+}
+
+fn oom_event(snap: &Snapshot, dev: &DeviceView, idx: Option<u32>) -> OomEvent {
+    let Some(k) = idx else {
+        return OomEvent {
+            found: false,
+            event_index: None,
+            requested_bytes: None,
+            device_free_bytes: None,
+            time_us: None,
+            pool: None,
+        };
+    };
+    let (t, k) = (dev.trace, k as usize);
+    let m = snap.meta(t.meta[k]);
+    let requested = t.size[k];
+    OomEvent {
+        found: true,
+        event_index: Some(k as u32),
+        requested_bytes: Some(requested),
+        device_free_bytes: m.has(flags::DEVICE_FREE).then_some(t.addr[k]),
+        time_us: m.has(flags::TIME).then_some(t.time_us[k]),
+        pool: Some(if requested <= SMALL_REQUEST {
+            "small"
+        } else {
+            "large"
+        }),
+    }
+}
+
+fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -> Vec<Holder> {
+    let at = if oom { At::Oom } else { At::End };
+    point::resolve(snap, replay, at)
+        .map(|p| {
+            top::top(replay, p, attr, 10)
+                .rows
+                .into_iter()
+                .map(|x| Holder {
+                    site: x.site,
+                    bytes: x.bytes,
+                    blocks: x.blocks,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The advice the numbers support: fragmentation when the request would have fit in the
+/// pool's free memory were it one block; growth before the failure, unless the windows
+/// are a guess (a forward pass's layers filling up is not worth advice); a full device
+/// when neither the cache nor the driver could serve the request.
+fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) -> Vec<Advice> {
+    let mut advice = Vec::new();
+    let need = r.oom.requested_bytes.map(round_block);
+    let setting = if super::summary::producer(snap) == "npu" {
+        "PYTORCH_NPU_ALLOC_CONF"
+    } else {
+        "PYTORCH_CUDA_ALLOC_CONF"
+    };
+    if let (Some(n), Some(true)) = (need, r.would_fit_if_contiguous)
+        && r.largest_free_block_bytes < n
+    {
+        advice.push(Advice::Fragmentation {
+            setting,
+            cached_free_in_pool_bytes: r.cached_free_in_pool_bytes,
+            pool: r.oom.pool.unwrap_or("large"),
+            needed_bytes: n,
+            largest_free_block_bytes: r.largest_free_block_bytes,
+        });
+    }
+    let trusted = if guessed { None } else { grew.first() };
+    if let Some(g) = trusted {
+        advice.push(Advice::Growth { grew: g.clone() });
+    }
+    if let (Some(n), Some(false), Some(free)) =
+        (need, r.would_fit_if_contiguous, r.oom.device_free_bytes)
+        && trusted.is_none()
+        && free < n
+    {
+        advice.push(Advice::DeviceFull {
+            needed_bytes: n,
+            cached_free_in_pool_bytes: r.cached_free_in_pool_bytes,
+            device_free_bytes: free,
+        });
+    }
+    advice
+}
+
+/// Explains the first `oom` event of `dev` (or its end state when it has none). `before`
+/// is the leak finder's report over the windows before the failure.
+pub fn explain(
+    snap: &Snapshot,
+    dev: &DeviceView,
+    replay: &Replay,
+    attr: &mut Attributor,
+    before: &DeviceLeaks,
+) -> DeviceOom {
+    let idx = replay.ooms.first().copied();
+    let state = match idx {
+        Some(k) => AllocatorState::after(dev, Some(k)),
+        None => AllocatorState::at_end(dev),
+    };
+    let oom = oom_event(snap, dev, idx);
+    let free = free_memory(&state, oom.pool);
+    let largest = free.by_pool.small.max(free.by_pool.large);
+    let grew_before: Vec<GrewBefore> = before
+        .suspects
+        .iter()
+        .take(5)
+        .map(|g| GrewBefore {
+            site: g.site.clone(),
+            bytes_per_window: g.bytes_per_window,
+            windows_growing: g.windows_growing,
+            windows_total: g.windows_total,
+            kind: g.kind,
+        })
+        .collect();
+    let mut r = DeviceOom {
+        device: dev.device,
+        would_fit_if_contiguous: oom.requested_bytes.map(|q| free.in_pool >= round_block(q)),
+        oom,
+        reserved_bytes: state.reserved(),
+        allocated_bytes: state.allocated(),
+        requested_live_bytes: state.requested(),
+        cached_free_bytes: free.cached_free,
+        cached_free_in_pool_bytes: free.in_pool,
+        largest_free_block_bytes: largest,
+        fragmentation: if free.cached_free == 0 {
+            0.0
+        } else {
+            1.0 - largest as f64 / free.cached_free as f64
+        },
+        largest_free_block_by_pool: free.by_pool,
+        streams: free.streams,
+        top_holders: holders(snap, replay, attr, idx.is_some()),
+        grew_before: Vec::new(),
+        advice: Vec::new(),
+        reconstruction_unresolved: state.unresolved,
+    };
+    r.advice = advice(snap, &r, &grew_before, before.windows.guessed);
+    r.grew_before = grew_before;
+    r
 }

@@ -4,11 +4,8 @@
 
 use serde::Serialize;
 
-use super::top::Point;
+use super::point::Point;
 use crate::replay::AllocatorState;
-
-/// JSON schema name of [`SegmentsReport`].
-pub const SCHEMA: &str = "leakscope.segments/1";
 
 /// A block.
 #[derive(Clone, Debug, Serialize)]
@@ -67,11 +64,9 @@ pub struct SegmentTotals {
     pub external_free_bytes: u64,
 }
 
-/// The `segments` report (`leakscope.segments/1`).
+/// The segment map of one device at a point.
 #[derive(Clone, Debug, Serialize)]
-pub struct SegmentsReport {
-    /// Schema name.
-    pub schema: &'static str,
+pub struct DeviceSegments {
     /// Device.
     pub device: i64,
     /// The point.
@@ -85,7 +80,7 @@ pub struct SegmentsReport {
 }
 
 /// The segment map of `state`.
-pub fn segments(device: i64, at: Point, state: &AllocatorState) -> SegmentsReport {
+pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegments {
     let mut totals = SegmentTotals::default();
     let rows: Vec<SegmentRow> = state
         .segments
@@ -136,8 +131,7 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> SegmentsRepor
             }
         })
         .collect();
-    SegmentsReport {
-        schema: SCHEMA,
+    DeviceSegments {
         device,
         at,
         segments: rows,

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::attribute::Attributor;
+use crate::attribute::{Attributor, Site};
 use crate::replay::{Origin, Replay};
 
 /// Live and reserved bytes at selected events, in event order.
@@ -77,8 +77,8 @@ pub fn timeline(replay: &Replay, max_buckets: usize) -> Timeline {
 /// One site's live bytes at the sample events.
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteLine {
-    /// The grouping key's label (as in `top`).
-    pub key: String,
+    /// The site (as in `top`).
+    pub site: Site,
     /// Its bytes at the peak of live bytes (the ranking).
     pub bytes_at_peak: u64,
     /// Live bytes after each sample event.
@@ -136,7 +136,7 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
     ranked.sort_by(|&a, &b| {
         at_peak[b as usize]
             .cmp(&at_peak[a as usize])
-            .then_with(|| attr.key_info(a).label.cmp(&attr.key_info(b).label))
+            .then_with(|| attr.site(a).label.cmp(&attr.site(b).label))
     });
     ranked.truncate(k);
     let mut slot_of: Vec<usize> = vec![k; at_peak.len().max(1)];
@@ -184,7 +184,7 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
             .iter()
             .enumerate()
             .map(|(slot, &key)| SiteLine {
-                key: attr.key_info(key).label.clone(),
+                site: attr.site(key).clone(),
                 bytes_at_peak: at_peak[key as usize],
                 bytes: series(slot),
             })

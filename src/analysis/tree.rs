@@ -10,33 +10,28 @@
 //! bytes are always zero.
 //!
 //! Stacks can be hundreds of frames deep, so nothing here recurses: the tree is built and
-//! summed over node indices, and walked with explicit stacks. Only the JSON form
-//! recurses, through serde, as deep as the deepest stack.
+//! summed over node indices, and walked with explicit stacks (its JSON form too, written
+//! by `render::json`).
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
-use serde::ser::{SerializeSeq, SerializeStruct};
-use serde::{Serialize, Serializer};
 
-use crate::analysis::top::Point;
+use super::point::Point;
 use crate::attribute::{Attributor, NO_FRAME};
 use crate::model::fxhash::FastMap;
-use crate::model::{FrameId, StackId, StrId};
+use crate::model::{FrameId, Line, StackId, StrId};
 use crate::replay::Replay;
-
-/// JSON schema name of [`TreeReport`].
-pub const SCHEMA: &str = "leakscope.tree/1";
 
 /// Name of the synthetic root node.
 pub const ROOT_NAME: &str = "all";
 
 /// Where a frame node's code is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameInfo {
     /// File name as recorded.
     pub filename: String,
     /// Line.
-    pub line: crate::model::Line,
+    pub line: Line,
     /// Function name.
     pub function: String,
 }
@@ -98,7 +93,7 @@ impl TreeNode {
 
 /// Identity of a child under its parent: frames merge by `(filename, name, line)`, so
 /// frames that differ only in keys leakscope does not show are one node.
-type ChildKey = (NodeIndex, Option<(StrId, StrId, crate::model::Line)>);
+type ChildKey = (NodeIndex, Option<(StrId, StrId, Line)>);
 
 /// The call tree: a petgraph [`DiGraph`] with edges caller → callee.
 ///
@@ -179,7 +174,7 @@ impl CallTree {
         &mut self,
         index: &mut FastMap<ChildKey, NodeIndex>,
         parent: NodeIndex,
-        key: Option<(StrId, StrId, crate::model::Line)>,
+        key: Option<(StrId, StrId, Line)>,
         make: impl FnOnce() -> (String, NodeKind),
     ) -> NodeIndex {
         if let Some(&n) = index.get(&(parent, key)) {
@@ -286,76 +281,9 @@ impl CallTree {
     }
 }
 
-/// A node and its subtree, serialized as
-/// `{name, [filename, line, function], bytes, self_bytes, blocks, self_blocks, children}`.
-struct NodeView<'t> {
-    tree: &'t CallTree,
-    node: NodeIndex,
-}
-
-struct ChildrenView<'t>(NodeView<'t>);
-
-impl Serialize for NodeView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let n = self.tree.node(self.node);
-        let frame = n.frame();
-        let mut st = s.serialize_struct("Node", if frame.is_some() { 9 } else { 6 })?;
-        st.serialize_field("name", &n.name)?;
-        match frame {
-            Some(f) => {
-                st.serialize_field("filename", &f.filename)?;
-                st.serialize_field("line", &f.line)?;
-                st.serialize_field("function", &f.function)?;
-            }
-            None => {
-                st.skip_field("filename")?;
-                st.skip_field("line")?;
-                st.skip_field("function")?;
-            }
-        }
-        st.serialize_field("bytes", &n.bytes)?;
-        st.serialize_field("self_bytes", &n.self_bytes)?;
-        st.serialize_field("blocks", &n.blocks)?;
-        st.serialize_field("self_blocks", &n.self_blocks)?;
-        st.serialize_field(
-            "children",
-            &ChildrenView(NodeView {
-                tree: self.tree,
-                node: self.node,
-            }),
-        )?;
-        st.end()
-    }
-}
-
-impl Serialize for ChildrenView<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let tree = self.0.tree;
-        let children = tree.children(self.0.node);
-        let mut seq = s.serialize_seq(Some(children.len()))?;
-        for node in children {
-            seq.serialize_element(&NodeView { tree, node })?;
-        }
-        seq.end()
-    }
-}
-
-/// Serializes as the root node with its subtree, children largest first.
-impl Serialize for CallTree {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        NodeView {
-            tree: self,
-            node: self.root,
-        }
-        .serialize(s)
-    }
-}
-
-/// The `tree` report (`leakscope.tree/1`).
-#[derive(Clone, Debug, Serialize)]
-pub struct TreeReport {
-    /// Schema name.
-    pub schema: &'static str,
+/// The call tree of one device at a point.
+#[derive(Clone, Debug)]
+pub struct DeviceTree {
     /// Device.
     pub device: i64,
     /// The point.
@@ -365,17 +293,15 @@ pub struct TreeReport {
     pub total_bytes: u64,
     /// Σ allocations in the tree.
     pub total_blocks: u64,
-    /// The tree, serialized as its root node.
-    #[serde(rename = "root")]
+    /// The tree.
     pub tree: CallTree,
 }
 
 /// The call tree of the allocations live at `point`.
-pub fn tree(replay: &Replay, point: Point, attr: &mut Attributor) -> TreeReport {
+pub fn tree(replay: &Replay, point: Point, attr: &mut Attributor) -> DeviceTree {
     let tree = CallTree::build(replay, &point, attr);
     let root = tree.node(tree.root());
-    TreeReport {
-        schema: SCHEMA,
+    DeviceTree {
         device: replay.device,
         total_bytes: root.bytes,
         total_blocks: root.blocks,

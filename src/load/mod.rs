@@ -24,6 +24,13 @@ use crate::error::{LoadError, LoadErrorKind};
 use crate::model::{Snapshot, SourceFormat};
 
 /// Options for loading.
+///
+/// ```
+/// let mut o = leakscope::LoadOptions::default();
+/// o.max_decompressed_bytes = 1 << 30;
+/// o.threads = false;
+/// ```
+#[non_exhaustive]
 pub struct LoadOptions<'p> {
     /// Largest decompressed size accepted for `.gz` / `.zst` input (a guard against
     /// decompression bombs).

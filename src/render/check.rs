@@ -1,15 +1,60 @@
-//! Terminal rendering of [`CheckReport`].
+//! Terminal rendering of `check`, and each case's numbers in words (JUnit uses them too).
 
 use std::fmt::Write;
 
 use super::{Style, bytes};
-use crate::analysis::check::CheckReport;
+use crate::analysis::check::{Case, Limit};
+use crate::session::CheckReport;
 
-/// One line per limit, failures with their numbers and stack.
+/// What a case's numbers mean, in words: for growth, the site and its stack.
+pub fn case_detail(c: &Case) -> String {
+    let stack = || {
+        if c.stack.is_empty() {
+            "(no frames recorded)".to_string()
+        } else {
+            c.stack.join("\n    ")
+        }
+    };
+    let site = c.site.as_ref().map_or("", |s| s.label.as_str());
+    match &c.name {
+        Limit::MaxBytesPerWindow if c.passed => "no suspect grows faster".into(),
+        Limit::MaxBytesPerWindow => format!(
+            "{site} grows by {} B per window; stack:\n    {}",
+            c.value,
+            stack()
+        ),
+        Limit::ForbiddenSite(_) if c.passed => "no suspect matches".into(),
+        Limit::ForbiddenSite(_) => format!(
+            "{site} grows ({}, {} B per window); stack:\n    {}",
+            c.kind.map_or("?", |k| k.as_str()),
+            c.value,
+            stack()
+        ),
+        Limit::SiteBytesPerWindow(_) if c.site.is_none() => "no matching site grows".into(),
+        Limit::SiteBytesPerWindow(_) => format!("{site} grows by {} B per window", c.value),
+        Limit::SiteEndBytes(_) => format!("matching sites hold {} B at the end", c.value),
+        Limit::Baseline(_) => format!(
+            "{} B against {} B in the baseline (limit {} B)",
+            c.value,
+            c.baseline.unwrap_or(0),
+            c.limit
+        ),
+        Limit::PeakAllocated | Limit::EndAllocated | Limit::EndReserved => {
+            format!("{} B against {} B", c.value, c.limit)
+        }
+    }
+}
+
+/// One line per limit, failures with their numbers and stack; per device when a file has
+/// several.
 pub fn text(r: &CheckReport, style: Style) -> String {
     let mut o = String::new();
     for f in &r.files {
-        let failed = f.cases.iter().filter(|c| !c.passed).count();
+        let failed: usize = f
+            .devices
+            .iter()
+            .map(|d| d.cases.iter().filter(|c| !c.passed).count())
+            .sum();
         let _ = writeln!(
             o,
             "{}",
@@ -23,21 +68,41 @@ pub fn text(r: &CheckReport, style: Style) -> String {
                 }
             ))
         );
-        for c in &f.cases {
-            let _ = writeln!(
-                o,
-                "  {} {}: {} (limit {})",
-                if c.passed { "ok  " } else { "FAIL" },
-                c.name,
-                bytes(c.value),
-                bytes(c.limit)
-            );
-            if !c.passed {
-                let _ = writeln!(o, "       {}", c.detail.replace('\n', "\n       "));
+        let several = f.devices.len() > 1;
+        for d in &f.devices {
+            if several {
+                let _ = writeln!(o, "  device {}", d.device);
+            }
+            let indent = if several { "    " } else { "  " };
+            for c in &d.cases {
+                let _ = writeln!(
+                    o,
+                    "{indent}{} {}: {} (limit {})",
+                    if c.passed { "ok  " } else { "FAIL" },
+                    c.name,
+                    bytes(c.value),
+                    bytes(c.limit)
+                );
+                if !c.passed {
+                    let pad = format!("{indent}     ");
+                    let _ = writeln!(
+                        o,
+                        "{pad}{}",
+                        case_detail(c).replace('\n', &format!("\n{pad}"))
+                    );
+                }
             }
         }
-        if f.cases.is_empty() {
-            let _ = writeln!(o, "  (the budget sets no limit)");
+        if f.devices.iter().all(|d| d.cases.is_empty()) {
+            let _ = writeln!(
+                o,
+                "  {}",
+                if f.devices.is_empty() {
+                    "(nothing recorded in this file)"
+                } else {
+                    "(the budget sets no limit)"
+                }
+            );
         }
     }
     o

@@ -9,6 +9,9 @@ use inferno::flamegraph::{self, Options, Palette, color::BasicPalette};
 
 use crate::analysis::tree::{CallTree, NodeKind};
 use crate::attribute::NO_FRAME;
+use crate::session::{ReportData, TreeReport};
+
+use super::{bytes, count, device_list};
 
 /// A frame as folded stacks write it: `basename:line:function`, with the characters the
 /// format gives a meaning to replaced (`;` separates frames, a line ends a stack).
@@ -54,6 +57,23 @@ pub fn folded(tree: &CallTree) -> Vec<(String, u64)> {
     lines.into_iter().collect()
 }
 
+/// The folded lines of every device's tree: one device's lines as they are, several
+/// devices' each under a `device N` root frame (the flame graph then has a tower per
+/// device).
+pub fn folded_devices(trees: &[(i64, &CallTree)]) -> Vec<(String, u64)> {
+    match trees {
+        [(_, t)] => folded(t),
+        _ => trees
+            .iter()
+            .flat_map(|(d, t)| {
+                folded(t)
+                    .into_iter()
+                    .map(move |(stack, n)| (format!("device {d};{stack}"), n))
+            })
+            .collect(),
+    }
+}
+
 /// The folded lines as text, one `stack count` per line.
 pub fn folded_text(lines: &[(String, u64)]) -> String {
     let mut o = String::with_capacity(lines.iter().map(|l| l.0.len() + 12).sum());
@@ -66,8 +86,8 @@ pub fn folded_text(lines: &[(String, u64)]) -> String {
     o
 }
 
-/// An SVG flame graph of `lines` (self-contained: its script is inline), counts in bytes.
-/// Fails with [`io::ErrorKind::InvalidInput`] when the lines hold no bytes.
+/// An SVG flame graph of `lines` (self-contained: its script is inline), counts in bytes;
+/// when the lines hold no bytes, a valid SVG that says so (see [`empty_svg`]).
 pub fn svg(lines: &[(String, u64)], title: &str, subtitle: Option<&str>) -> io::Result<Vec<u8>> {
     svg_sized(lines, title, subtitle, None)
 }
@@ -82,10 +102,7 @@ pub fn svg_sized(
     width: Option<usize>,
 ) -> io::Result<Vec<u8>> {
     if lines.iter().all(|l| l.1 == 0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "no bytes to draw",
-        ));
+        return Ok(empty_svg(title, subtitle.unwrap_or("nothing to draw")));
     }
     let text: Vec<String> = lines
         .iter()
@@ -114,4 +131,118 @@ pub fn svg_sized(
     let mut out = Vec::new();
     flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), &mut out)?;
     Ok(out)
+}
+
+/// A flame graph with nothing to draw: a valid standalone SVG holding the title and why
+/// it is empty (an empty snapshot, or nothing live at the point).
+pub fn empty_svg(title: &str, note: &str) -> Vec<u8> {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    format!(
+        "<?xml version=\"1.0\" standalone=\"no\"?>\n\
+         <svg version=\"1.1\" width=\"1200\" height=\"80\" viewBox=\"0 0 1200 80\" xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#eeeeee\"/>\n\
+         <text x=\"600\" y=\"30\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"17\">{}</text>\n\
+         <text x=\"600\" y=\"60\" text-anchor=\"middle\" font-family=\"Verdana\" font-size=\"12\" fill=\"#555555\">{}</text>\n\
+         </svg>\n",
+        esc(title),
+        esc(note)
+    )
+    .into_bytes()
+}
+
+/// The folded lines of a `tree` report (every device's, see [`folded_devices`]).
+pub fn report_lines(r: &TreeReport) -> Vec<(String, u64)> {
+    let trees: Vec<(i64, &CallTree)> = r.devices.iter().map(|d| (d.device, &d.tree)).collect();
+    folded_devices(&trees)
+}
+
+/// The title and subtitle of a `tree` report's flame graph.
+fn titles(r: &TreeReport) -> (String, String) {
+    let file = std::path::Path::new(&r.file)
+        .file_name()
+        .map_or(r.file.clone(), |n| n.to_string_lossy().into_owned());
+    let live: u64 = r.devices.iter().map(|d| d.at.live_bytes).sum();
+    let drawn: u64 = r.devices.iter().map(|d| d.total_bytes).sum();
+    let blocks: u64 = r.devices.iter().map(|d| d.total_blocks).sum();
+    let (title, devices) = match r.devices.as_slice() {
+        [d] => (
+            format!("live memory at {}", super::tree::point_text(&d.at)),
+            format!("device {}", d.device),
+        ),
+        ds => {
+            let idx: Vec<i64> = ds.iter().map(|d| d.device).collect();
+            (
+                format!("live memory at {}", r.at),
+                format!("devices {}", device_list(&idx)),
+            )
+        }
+    };
+    let mut subtitle = format!("{file}, {devices}: {} bytes live", count(live));
+    if drawn == live {
+        subtitle += &format!(" in {} allocations", count(blocks));
+    } else {
+        subtitle += &format!(
+            "; drawn: {} bytes in {} allocations",
+            count(drawn),
+            count(blocks)
+        );
+    }
+    (title, subtitle)
+}
+
+/// The SVG of a `tree` report: its flame graph, or a valid SVG that says why there is
+/// nothing to draw (nothing recorded, nothing live, nothing matching `--focus`).
+pub fn report_svg(r: &TreeReport, lines: &[(String, u64)], focus: bool) -> io::Result<Vec<u8>> {
+    let (title, subtitle) = titles(r);
+    if lines.iter().all(|l| l.1 == 0) {
+        let why = if r.devices.is_empty() {
+            "nothing recorded: the snapshot has no segments and no trace events"
+        } else if focus {
+            "nothing to draw: no live allocation matches --focus"
+        } else {
+            "nothing to draw: no bytes are live at this point"
+        };
+        return Ok(empty_svg(&title, why));
+    }
+    svg(lines, &title, Some(&subtitle))
+}
+
+/// What `flamegraph` wrote, for the line on standard error.
+pub fn written(path: &std::path::Path, r: &TreeReport, lines: &[(String, u64)]) -> String {
+    let total: u64 = lines.iter().map(|l| l.1).sum();
+    if r.devices.is_empty() {
+        return format!("{} (nothing recorded)", path.display());
+    }
+    format!(
+        "{} ({} in {} stack{})",
+        path.display(),
+        bytes(total),
+        count(lines.len() as u64),
+        if lines.len() == 1 { "" } else { "s" }
+    )
+}
+
+/// The HTML report's flame graphs: each device's call tree at its peak, fixed-width (see
+/// [`svg_sized`]); `None` where nothing was live.
+pub fn report_page_svgs(data: &ReportData) -> io::Result<Vec<Option<String>>> {
+    data.devices
+        .iter()
+        .map(|d| {
+            let lines = folded(&d.peak_tree.tree);
+            if lines.is_empty() {
+                return Ok(None);
+            }
+            let title = format!(
+                "device {}: live memory at {}",
+                d.device,
+                super::tree::point_text(&d.peak_tree.at)
+            );
+            let svg = svg_sized(&lines, &title, None, Some(1200))?;
+            Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
+        })
+        .collect()
 }

@@ -1,16 +1,20 @@
-//! The offline HTML report: one file, no network. Tables and numbers are written here as
-//! HTML (they read without JavaScript); the charts are drawn in the browser by uPlot
-//! (vendored under `assets/vendor/uplot`, embedded in the binary) from the report's data,
-//! embedded as JSON. The flamegraph is inferno's SVG in a sandboxed frame (a data: URL),
-//! so its own script runs without touching the page.
+//! The offline HTML report: one file, no network, a section per device. Tables and
+//! numbers are written here as HTML (they read without JavaScript); the charts are drawn in
+//! the browser by uPlot (vendored under `assets/vendor/uplot`, embedded in the binary)
+//! from the report's data, embedded as JSON. Each device's flamegraph is inferno's SVG in
+//! a sandboxed frame (a data: URL), so its own script runs without touching the page.
+//! Element ids carry the device (`timeline-0`, `suspects-1`), so the page's script and its
+//! tests find each device's parts.
 
 use std::fmt::Write as _;
 
-use crate::analysis::report::ReportData;
-use crate::analysis::top::{TopReport, TopRow};
-use crate::analysis::{leaks::Growth, oom::OomReport};
+use crate::analysis::leaks::Growth;
+use crate::analysis::oom::DeviceOom;
+use crate::analysis::top::{DeviceTop, TopRow};
+use crate::attribute::Site;
+use crate::session::{DeviceReport, ReportData};
 
-use super::{bytes, count};
+use super::{bytes, count, device_list};
 
 const UPLOT_JS: &str = include_str!("../../assets/vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.css");
@@ -85,9 +89,9 @@ fn num(n: u64) -> String {
     format!("{} <span class=\"exact\">({} B)</span>", bytes(n), count(n))
 }
 
-/// The whole page. `flamegraph_svg` is the SVG drawn from the peak's call tree (or `None`
-/// when it could not be drawn); `data_json` is `data` serialized.
-pub fn page(data: &ReportData, data_json: &str, flamegraph_svg: Option<&str>) -> String {
+/// The whole page. `flamegraphs[i]` is the SVG drawn from device `i`'s call tree at its
+/// peak (`None` when nothing was live to draw); `data_json` is `data` serialized.
+pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[Option<String>]) -> String {
     let mut h = String::with_capacity(256 << 10);
     let name = std::path::Path::new(&data.file)
         .file_name()
@@ -101,58 +105,46 @@ pub fn page(data: &ReportData, data_json: &str, flamegraph_svg: Option<&str>) ->
          <title>leakscope: {}</title>\n<script>{ERROR_TRAP}</script>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n</head>\n<body>\n",
         escape(&name)
     );
+    let f = &data.summary.format;
+    let devices: Vec<i64> = data.devices.iter().map(|d| d.device).collect();
     let _ = writeln!(
         h,
-        "<header><h1>leakscope report</h1><p class=\"file\">{}</p><p class=\"meta\">device {} · \
-         {} · schema {}</p></header>",
+        "<header><h1>leakscope report</h1><p class=\"file\">{}</p><p class=\"meta\">{} · {} · schema {}</p>{}</header>",
         escape(&data.file),
-        data.device,
+        match devices.len() {
+            0 => "no device recorded anything".to_string(),
+            1 => format!("device {}", devices[0]),
+            _ => format!("devices {}", device_list(&devices)),
+        },
         escape(&format!(
             "{} {}{}",
-            data.summary.format.producer,
-            data.summary.format.container,
-            data.summary
-                .format
-                .pickle_protocol
+            f.producer,
+            f.container,
+            f.pickle_protocol
                 .map_or(String::new(), |p| format!(" protocol {p}"))
         )),
-        data.schema
+        data.schema,
+        nav(data)
     );
     h.push_str("<main>\n");
-    cards(&mut h, data);
-    h.push_str(
-        "<section id=\"timeline-section\"><h2>Memory over the trace</h2>\
-         <p class=\"hint\">Drag across a chart to zoom (both charts follow); double-click to zoom out. \
-         Dashed lines: window starts; red: the peak; black: OOM.</p>\
-         <div id=\"timeline\" class=\"chart\"></div>\
-         <p class=\"readout\">Peak of the timeline: <span id=\"timeline-peak\" data-bytes=\"\">(drawing…)</span></p>\
-         <h3>Largest sites over time (stacked)</h3><div id=\"sites\" class=\"chart\"></div></section>\n",
-    );
-    leaks_section(&mut h, data);
-    h.push_str("<section id=\"top-section\"><h2>What holds memory</h2>");
-    top_table(&mut h, "top-peak", "At the peak", &data.top_peak);
-    top_table(&mut h, "top-end", "At the end", &data.top_end);
-    h.push_str("</section>\n");
-    if let Some(o) = &data.oom {
-        oom_section(&mut h, o);
+    for (i, d) in data.devices.iter().enumerate() {
+        device_section(
+            &mut h,
+            data,
+            d,
+            flamegraphs.get(i).and_then(Option::as_deref),
+        );
     }
-    h.push_str("<section id=\"flamegraph-section\"><h2>Flamegraph at the peak</h2>");
-    match flamegraph_svg {
-        Some(svg) => {
-            // A data: URL keeps the SVG its own XML document (its script expects that);
-            // `srcdoc` would parse it as HTML and its fluid layout collapses there.
-            // Sized to the drawing, which the frame would otherwise scale down to fit.
-            let _ = write!(
-                h,
-                "<iframe id=\"flamegraph\" title=\"flamegraph\" sandbox=\"allow-scripts\" \
-                 style=\"height:{}px\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
-                svg_height(svg).map_or(720, |px| px + 24),
-                base64(svg.as_bytes())
-            );
-        }
-        None => h.push_str("<p>No live allocations at the peak to draw.</p>"),
+    if data.devices.is_empty() {
+        h.push_str("<p id=\"nothing-recorded\">Nothing recorded: the file has no segments and no trace events.</p>\n");
+    } else if !data.idle_devices.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"hint\" id=\"idle-devices\">Devices {}: nothing recorded.</p>",
+            device_list(&data.idle_devices)
+        );
     }
-    h.push_str("</section>\n</main>\n");
+    h.push_str("</main>\n");
     h.push_str(
         "<footer id=\"ls-status\" data-ready=\"0\" data-errors=\"\" data-charts=\"0\">\
          Charts need JavaScript; the tables above do not.</footer>\n",
@@ -165,13 +157,103 @@ pub fn page(data: &ReportData, data_json: &str, flamegraph_svg: Option<&str>) ->
     h
 }
 
-fn cards(h: &mut String, d: &ReportData) {
-    let t = &d.summary.totals.totals;
-    h.push_str("<section id=\"summary\" class=\"cards\">");
+/// What `report` wrote, for the line on standard error.
+pub fn written(path: &std::path::Path, data: &ReportData, len: usize) -> String {
+    let peaks: Vec<String> = data
+        .devices
+        .iter()
+        .map(|d| {
+            format!(
+                "device {} peak {} after event {}",
+                d.device,
+                bytes(d.peak.live_bytes),
+                d.peak
+                    .event_index
+                    .map_or("(none)".into(), |i| count(i as u64))
+            )
+        })
+        .collect();
+    format!(
+        "{} ({}; {})",
+        path.display(),
+        bytes(len as u64),
+        if peaks.is_empty() {
+            "nothing recorded".to_string()
+        } else {
+            peaks.join("; ")
+        }
+    )
+}
+
+/// Links to each device's section, when there are several.
+fn nav(data: &ReportData) -> String {
+    if data.devices.len() < 2 {
+        return String::new();
+    }
+    let links: Vec<String> = data
+        .devices
+        .iter()
+        .map(|d| format!("<a href=\"#device-{0}\">device {0}</a>", d.device))
+        .collect();
+    format!("<nav class=\"devices\">{}</nav>", links.join(" · "))
+}
+
+fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Option<&str>) {
+    let n = d.device;
+    let _ = writeln!(
+        h,
+        "<section class=\"device\" id=\"device-{n}\" data-device=\"{n}\"><h2 class=\"device-title\">Device {n}</h2>"
+    );
+    cards(h, data, d);
+    let _ = writeln!(
+        h,
+        "<section class=\"timeline-section\"><h2>Memory over the trace</h2>\
+         <p class=\"hint\">Drag across a chart to zoom (both charts follow); double-click to zoom out. \
+         Dashed lines: window starts; red: the peak; black: OOM.</p>\
+         <div id=\"timeline-{n}\" class=\"chart\"></div>\
+         <p class=\"readout\">Peak of the timeline: <span id=\"timeline-peak-{n}\" data-bytes=\"\">(drawing…)</span></p>\
+         <h3>Largest sites over time (stacked)</h3><div id=\"sites-{n}\" class=\"chart\"></div></section>"
+    );
+    leaks_section(h, d);
+    h.push_str("<section class=\"top-section\"><h2>What holds memory</h2>");
+    top_table(h, &format!("top-peak-{n}"), "At the peak", &d.top_peak);
+    top_table(h, &format!("top-end-{n}"), "At the end", &d.top_end);
+    h.push_str("</section>\n");
+    if let Some(o) = &d.oom {
+        oom_section(h, o);
+    }
+    h.push_str("<section class=\"flamegraph-section\"><h2>Flamegraph at the peak</h2>");
+    match svg {
+        Some(svg) => {
+            // A data: URL keeps the SVG its own XML document (its script expects that);
+            // `srcdoc` would parse it as HTML and its fluid layout collapses there.
+            // Sized to the drawing, which the frame would otherwise scale down to fit.
+            let _ = write!(
+                h,
+                "<iframe id=\"flamegraph-{n}\" class=\"flamegraph\" title=\"flamegraph, device {n}\" sandbox=\"allow-scripts\" \
+                 style=\"height:{}px\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
+                svg_height(svg).map_or(720, |px| px + 24),
+                base64(svg.as_bytes())
+            );
+        }
+        None => h.push_str("<p>No live allocations at the peak to draw.</p>"),
+    }
+    h.push_str("</section>\n</section>\n");
+}
+
+fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
+    let n = d.device;
+    let totals = data
+        .summary
+        .devices
+        .iter()
+        .find(|s| s.device == n)
+        .map(|s| &s.totals);
+    let _ = write!(h, "<div class=\"cards\" id=\"summary-{n}\">");
     let mut card = |id: &str, label: &str, value: String, attr: Option<u64>| {
         let _ = write!(
             h,
-            "<div class=\"card\" id=\"{id}\"{}><div class=\"label\">{label}</div><div class=\"value\">{value}</div></div>",
+            "<div class=\"card\" id=\"{id}-{n}\"{}><div class=\"label\">{label}</div><div class=\"value\">{value}</div></div>",
             attr.map_or(String::new(), |b| format!(" data-bytes=\"{b}\""))
         );
     };
@@ -187,25 +269,27 @@ fn cards(h: &mut String, d: &ReportData) {
         ),
         Some(d.peak.live_bytes),
     );
-    card(
-        "card-reserved",
-        "Reserved at the end",
-        num(t.reserved_bytes),
-        Some(t.reserved_bytes),
-    );
-    card(
-        "card-allocated",
-        "Allocated at the end",
-        num(t.allocated_bytes),
-        Some(t.allocated_bytes),
-    );
+    if let Some(t) = totals {
+        card(
+            "card-reserved",
+            "Reserved at the end",
+            num(t.reserved_bytes),
+            Some(t.reserved_bytes),
+        );
+        card(
+            "card-allocated",
+            "Allocated at the end",
+            num(t.allocated_bytes),
+            Some(t.allocated_bytes),
+        );
+    }
     card(
         "card-events",
-        "Trace events (device)",
+        "Trace events",
         format!(
             "{}<div class=\"sub\">{} in the file</div>",
             count(d.timeline.total_events as u64),
-            count(t.trace_events)
+            count(data.summary.totals.totals.trace_events)
         ),
         None,
     );
@@ -229,7 +313,7 @@ fn cards(h: &mut String, d: &ReportData) {
             o.oom.requested_bytes,
         );
     }
-    if d.summary.trace.wrapped {
+    if d.leaks.trace.wrapped {
         card(
             "card-wrapped",
             "Trace",
@@ -238,30 +322,55 @@ fn cards(h: &mut String, d: &ReportData) {
             None,
         );
     }
-    h.push_str("</section>\n");
+    h.push_str("</div>\n");
 }
 
-fn site_cell(key: &str) -> String {
-    format!("<td class=\"site\"><code>{}</code></td>", escape(key))
+/// A site as a table cell: the function, then `file:line` with the file's base name; the
+/// whole label (the full path) in the tooltip.
+fn site_cell(site: &Site) -> String {
+    let location = site.location().map(|loc| {
+        let (file, line) = match loc.rsplit_once(':') {
+            Some((f, l)) if site.line.is_some() => (f.to_string(), format!(":{l}")),
+            _ => (loc.clone(), String::new()),
+        };
+        let base = file.rsplit(['/', '\\']).next().unwrap_or(&file).to_string();
+        format!("{base}{line}")
+    });
+    match (&site.name, location) {
+        (Some(name), Some(loc)) => format!(
+            "<td class=\"site\" title=\"{}\"><span class=\"fn\">{}</span> <span class=\"loc\">{}</span></td>",
+            escape(&site.label),
+            escape(name),
+            escape(&loc)
+        ),
+        (None, Some(loc)) => format!(
+            "<td class=\"site\" title=\"{}\"><span class=\"loc\">{}</span></td>",
+            escape(&site.label),
+            escape(&loc)
+        ),
+        _ => format!(
+            "<td class=\"site\" title=\"{0}\"><span class=\"fn\">{0}</span></td>",
+            escape(&site.label)
+        ),
+    }
 }
 
-fn top_table(h: &mut String, id: &str, title: &str, r: &TopReport) {
+fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
     let _ = write!(
         h,
-        "<h3>{title}: {} live {}</h3><table id=\"{id}\"><thead><tr><th>site ({})</th>\
+        "<h3>{title}: {} live {}</h3><table id=\"{id}\"><thead><tr><th>site</th>\
          <th class=\"n\">bytes</th><th class=\"n\">share</th><th class=\"n\">allocations</th></tr></thead><tbody>",
         bytes(r.at.live_bytes),
         r.at.event_index.map_or(String::new(), |i| format!(
             "(after event {})",
             count(i as u64)
         )),
-        escape(r.by)
     );
     let row = |h: &mut String, row: &TopRow| {
         let _ = write!(
             h,
             "<tr>{}<td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{:.1}%</td><td class=\"n\">{}</td></tr>",
-            site_cell(&row.key),
+            site_cell(&row.site),
             row.bytes,
             bytes(row.bytes),
             row.share * 100.0,
@@ -289,9 +398,11 @@ fn growth_row(h: &mut String, g: &Growth) {
         Some(r) => format!(
             "event {}{}",
             count(r.event_index as u64),
-            r.site
-                .as_ref()
-                .map_or(String::new(), |s| format!(" at <code>{}</code>", escape(s)))
+            r.site.as_ref().map_or(String::new(), |s| format!(
+                " at <code title=\"{}\">{}</code>",
+                escape(&s.label),
+                escape(s.function())
+            ))
         ),
         None if g.bytes_at_end > 0 => "never (held at the end)".into(),
         None => "—".into(),
@@ -299,23 +410,24 @@ fn growth_row(h: &mut String, g: &Growth) {
     let _ = write!(
         h,
         "<tr class=\"kind-{kind}\"><td>{kind}</td>{site}<td class=\"n\" data-bytes=\"{bpw}\">{bpw_h}</td>\
-         <td class=\"n\">{grew} / {total}</td><td class=\"n\">{ret}</td><td class=\"n\">{end}</td><td>{released}</td></tr>",
-        kind = escape(g.kind),
-        site = site_cell(&g.key),
+         <td class=\"n\">{grew} / {total}</td><td class=\"n\">{since}</td><td class=\"n\">{ret}</td><td class=\"n\">{end}</td><td>{released}</td></tr>",
+        kind = g.kind,
+        site = site_cell(&g.site),
         bpw = g.bytes_per_window,
         bpw_h = bytes(g.bytes_per_window),
         grew = count(g.windows_growing),
         total = count(g.windows_total),
+        since = g.onset_window,
         ret = bytes(g.retained_bytes),
         end = bytes(g.bytes_at_end),
     );
 }
 
-fn leaks_section(h: &mut String, d: &ReportData) {
-    let l = &d.leaks;
+fn leaks_section(h: &mut String, d: &DeviceReport) {
+    let (n, l) = (d.device, &d.leaks);
     let _ = write!(
         h,
-        "<section id=\"leaks-section\"><h2>Growth per window</h2><p>{} windows from {}{}. {}</p>",
+        "<section class=\"leaks-section\"><h2>Growth per window</h2><p>{} windows from {}{}. {}</p>",
         count(l.windows.count),
         escape(&l.windows.source),
         if l.windows.detail.is_empty() {
@@ -330,25 +442,34 @@ fn leaks_section(h: &mut String, d: &ReportData) {
             ""
         }
     );
-    let head = "<thead><tr><th>kind</th><th>site</th><th class=\"n\">bytes / window</th>\
-                <th class=\"n\">windows grown</th><th class=\"n\">retained</th><th class=\"n\">at end</th><th>released</th></tr></thead>";
+    let head = "<colgroup><col class=\"kind\"><col class=\"site\"></colgroup>\
+                <thead><tr><th>kind</th><th>site</th><th class=\"n\">bytes / window</th>\
+                <th class=\"n\">windows grown</th><th class=\"n\">since window</th><th class=\"n\">retained</th><th class=\"n\">at end</th><th>released</th></tr></thead>";
     if l.suspects.is_empty() {
-        h.push_str("<p id=\"no-suspects\">No site grows in most windows: no leak suspect.</p>");
+        let _ = write!(
+            h,
+            "<p id=\"no-suspects-{n}\">No site grows in most windows or since a window to the end: no leak suspect.</p>"
+        );
     } else {
-        let _ = write!(h, "<table id=\"suspects\">{head}<tbody>");
+        let _ = write!(
+            h,
+            "<table id=\"suspects-{n}\" class=\"growth\">{head}<tbody>"
+        );
         for g in &l.suspects {
             growth_row(h, g);
         }
-        h.push_str("</tbody></table>");
-        h.push_str("<h3>Survivor bytes per window, per suspect</h3><div id=\"growth\" class=\"chart\"></div>");
-    }
-    if !l.warmup.is_empty() {
         let _ = write!(
             h,
-            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight)</summary><table id=\"others\">{head}<tbody>",
-            count(l.warmup.len() as u64 + d.leak_rows_left_out.1)
+            "</tbody></table><h3>Survivor bytes per window, per suspect</h3><div id=\"growth-{n}\" class=\"chart\"></div>"
         );
-        for g in &l.warmup {
+    }
+    if !l.not_suspects.is_empty() {
+        let _ = write!(
+            h,
+            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight)</summary><table id=\"others-{n}\" class=\"growth\">{head}<tbody>",
+            count(l.not_suspects.len() as u64 + d.leak_rows_left_out.1)
+        );
+        for g in &l.not_suspects {
             growth_row(h, g);
         }
         h.push_str("</tbody></table></details>");
@@ -366,10 +487,11 @@ fn leaks_section(h: &mut String, d: &ReportData) {
     h.push_str("</section>\n");
 }
 
-fn oom_section(h: &mut String, o: &OomReport) {
+fn oom_section(h: &mut String, o: &DeviceOom) {
+    let n = o.device;
     let _ = write!(
         h,
-        "<section id=\"oom-section\"><h2>Out of memory</h2><table id=\"oom\"><tbody>\
+        "<section class=\"oom-section\"><h2>Out of memory</h2><table id=\"oom-{n}\"><tbody>\
          <tr><th>requested</th><td class=\"n\" data-bytes=\"{}\">{}</td></tr>\
          <tr><th>free on the device (driver)</th><td class=\"n\">{}</td></tr>\
          <tr><th>reserved</th><td class=\"n\">{}</td></tr>\
@@ -391,12 +513,15 @@ fn oom_section(h: &mut String, o: &OomReport) {
     if !o.advice.is_empty() {
         h.push_str("<ul class=\"advice\">");
         for a in &o.advice {
-            let _ = write!(h, "<li>{}</li>", escape(a));
+            let _ = write!(h, "<li>{}</li>", escape(&super::oom::advice_text(a)));
         }
         h.push_str("</ul>");
     }
     if !o.top_holders.is_empty() {
-        h.push_str("<h3>Largest holders at the OOM</h3><table id=\"oom-holders\"><thead><tr><th>site</th><th class=\"n\">bytes</th><th class=\"n\">allocations</th></tr></thead><tbody>");
+        let _ = write!(
+            h,
+            "<h3>Largest holders at the OOM</h3><table id=\"oom-holders-{n}\"><thead><tr><th>site</th><th class=\"n\">bytes</th><th class=\"n\">allocations</th></tr></thead><tbody>"
+        );
         for x in &o.top_holders {
             let _ = write!(
                 h,

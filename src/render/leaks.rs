@@ -1,9 +1,11 @@
-//! Terminal rendering of [`LeakReport`] and [`Windows`].
+//! Terminal rendering of the leak finder's report, the windows, and comparisons.
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
-use crate::analysis::leaks::{Growth, LeakReport};
+use super::{Align, Style, Table, bytes, count, per_device, signed_bytes};
+use crate::analysis::compare::{CompareWarning, DeviceCompare};
+use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
+use crate::session::{CompareReport, LeaksReport, WindowsReport};
 use crate::windows::Windows;
 
 fn release(g: &Growth) -> String {
@@ -14,19 +16,23 @@ fn release(g: &Growth) -> String {
             r.release_windows,
             r.site
                 .as_ref()
-                .map_or_else(String::new, |s| format!(" by {s}"))
+                .map_or_else(String::new, |s| format!(" by {}", s.label))
         ),
-        None if g.kind == "leak" => "never freed in the trace".into(),
+        None if g.kind == Kind::Leak => "never freed in the trace".into(),
         None => String::new(),
     }
 }
 
-/// Renders the report: suspects, then warm-up and bounded growth.
-pub fn text(r: &LeakReport, style: Style) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "device {}: {} windows from {} ({}), {} events{}",
+/// Renders the report: per device, suspects, then warm-up and bounded growth.
+pub fn text(r: &LeaksReport, style: Style) -> String {
+    per_device(&r.file, &r.devices, &r.idle_devices, |d| {
+        device_text(d, r.by.name(), style)
+    })
+}
+
+fn header(r: &DeviceLeaks) -> String {
+    format!(
+        "device {}: {} windows from {} ({}), {} events{}\n",
         r.device,
         count(r.windows.count),
         r.windows.source,
@@ -37,88 +43,118 @@ pub fn text(r: &LeakReport, style: Style) -> String {
         } else {
             ""
         }
+    )
+}
+
+fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
+    let _ = writeln!(o, "{}", style.bold("suspects (memory kept per window)"));
+    let mut t = Table::new(&[
+        ("per window", Align::Right),
+        ("windows", Align::Right),
+        ("since", Align::Right),
+        ("held at most", Align::Right),
+        ("at end", Align::Right),
+        ("kind", Align::Left),
+        ("group", Align::Right),
+        (by, Align::Left),
+    ]);
+    for g in &r.suspects {
+        t.row([
+            bytes(g.bytes_per_window),
+            format!("{}/{}", g.windows_growing, g.windows_total),
+            g.onset_window.to_string(),
+            bytes(g.retained_bytes),
+            bytes(g.bytes_at_end),
+            g.kind.to_string(),
+            g.group.map_or_else(String::new, |x| x.to_string()),
+            g.site.label.clone(),
+        ]);
+    }
+    o.push_str(&t.render(style));
+    o.push('\n');
+    for g in &r.suspects {
+        let _ = writeln!(
+            o,
+            "  {} ({}, since window {}): {}",
+            g.site.label,
+            g.kind,
+            g.onset_window,
+            release(g)
+        );
+    }
+    for gr in r.groups.iter().filter(|g| g.members.len() > 1) {
+        let _ = writeln!(
+            o,
+            "  group {}: {} sites kept together, {} per window; likely root {}",
+            gr.id,
+            gr.members.len(),
+            bytes(gr.bytes_per_window),
+            gr.root.label
+        );
+    }
+}
+
+fn others_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
+    o.push('\n');
+    let _ = writeln!(
+        o,
+        "{}",
+        style.bold("not suspects (warm-up, bounded, sporadic, in flight)")
     );
+    let mut t = Table::new(&[
+        ("held at most", Align::Right),
+        ("windows", Align::Right),
+        ("kind", Align::Left),
+        (by, Align::Left),
+    ]);
+    for g in r.not_suspects.iter().take(10) {
+        t.row([
+            bytes(g.retained_bytes),
+            format!("{}/{}", g.windows_growing, g.windows_total),
+            g.kind.to_string(),
+            g.site.label.clone(),
+        ]);
+    }
+    o.push_str(&t.render(style));
+    if r.not_suspects.len() > 10 {
+        let _ = writeln!(o, "  ({} more)", r.not_suspects.len() - 10);
+    }
+}
+
+/// One device's findings.
+pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
+    let mut o = header(r);
     o.push('\n');
     if r.suspects.is_empty() {
         let _ = writeln!(
             o,
             "{}",
-            style.bold("no site grows in most windows: no leak suspect")
+            style.bold(
+                "no site grows in most windows or since a window to the end: no leak suspect"
+            )
         );
     } else {
-        let _ = writeln!(o, "{}", style.bold("suspects (memory kept per window)"));
-        let mut t = Table::new(&[
-            ("per window", Align::Right),
-            ("windows", Align::Right),
-            ("held at most", Align::Right),
-            ("at end", Align::Right),
-            ("kind", Align::Left),
-            ("group", Align::Right),
-            (r.by, Align::Left),
-        ]);
-        for g in &r.suspects {
-            t.row([
-                bytes(g.bytes_per_window),
-                format!("{}/{}", g.windows_growing, g.windows_total),
-                bytes(g.retained_bytes),
-                bytes(g.bytes_at_end),
-                g.kind.to_string(),
-                g.group.map_or_else(String::new, |x| x.to_string()),
-                g.key.clone(),
-            ]);
-        }
-        o.push_str(&t.render(style));
-        o.push('\n');
-        for g in &r.suspects {
-            let rel = release(g);
-            let _ = writeln!(o, "  {} ({}): {}", g.key, g.kind, rel);
-        }
-        for gr in r.groups.iter().filter(|g| g.members.len() > 1) {
-            let _ = writeln!(
-                o,
-                "  group {}: {} sites kept together, {} per window; likely root {}",
-                gr.id,
-                gr.members.len(),
-                bytes(gr.bytes_per_window),
-                gr.root
-            );
-        }
+        suspects_text(r, by, style, &mut o);
     }
-    if !r.warmup.is_empty() {
-        o.push('\n');
-        let _ = writeln!(
-            o,
-            "{}",
-            style.bold("not suspects (warm-up, bounded, sporadic)")
-        );
-        let mut t = Table::new(&[
-            ("held at most", Align::Right),
-            ("windows", Align::Right),
-            ("kind", Align::Left),
-            (r.by, Align::Left),
-        ]);
-        for g in r.warmup.iter().take(10) {
-            t.row([
-                bytes(g.retained_bytes),
-                format!("{}/{}", g.windows_growing, g.windows_total),
-                g.kind.to_string(),
-                g.key.clone(),
-            ]);
-        }
-        o.push_str(&t.render(style));
-        if r.warmup.len() > 10 {
-            let _ = writeln!(o, "  ({} more)", r.warmup.len() - 10);
-        }
+    if !r.not_suspects.is_empty() {
+        others_text(r, by, style, &mut o);
     }
     o
 }
 
-/// Renders the windows: where they come from and each one's event range.
-pub fn windows_text(w: &Windows, style: Style) -> String {
+/// Renders the windows of every device: where they come from and each one's event range.
+pub fn windows_text(r: &WindowsReport, style: Style) -> String {
+    per_device(&r.file, &r.devices, &r.idle_devices, |w| {
+        device_windows_text(w, style)
+    })
+}
+
+fn device_windows_text(w: &Windows, style: Style) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} windows from {}: {}",
+        "device {}: {} windows from {}: {}",
+        w.device,
         count(w.len() as u64),
         w.source,
         w.reason
@@ -135,7 +171,7 @@ pub fn windows_text(w: &Windows, style: Style) -> String {
         t.row([
             k.to_string(),
             s.to_string(),
-            count((e - s) as u64),
+            count(e.saturating_sub(s) as u64),
             w.names.get(k).cloned().unwrap_or_default(),
         ]);
     }
@@ -143,19 +179,54 @@ pub fn windows_text(w: &Windows, style: Style) -> String {
     o
 }
 
-/// Renders a comparison.
-pub fn compare_text(r: &crate::analysis::compare::CompareReport, style: Style) -> String {
+/// A comparison warning in words.
+pub fn compare_warning(w: &CompareWarning) -> String {
+    match w {
+        CompareWarning::GradientPathCut {
+            backward_drop_percent,
+        } => format!(
+            "B's backward pass allocates {backward_drop_percent:.0}% less than A's while A's growth is gone: if B is the fix, check that it did not cut the gradient path (a misplaced .detach() stops both the leak and the training)"
+        ),
+        CompareWarning::WindowCounts { a, b } => format!(
+            "the runs have different numbers of windows ({a} and {b}): rates are per window, totals are not comparable"
+        ),
+    }
+}
+
+/// Renders a comparison, device pair by device pair.
+pub fn compare_text(r: &CompareReport, style: Style) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "A: {} ({} windows from {})",
-        r.a.file, r.a.windows.count, r.a.windows.source
-    );
-    let _ = writeln!(
-        o,
-        "B: {} ({} windows from {})",
-        r.b.file, r.b.windows.count, r.b.windows.source
-    );
+    for (i, d) in r.devices.iter().enumerate() {
+        if i > 0 {
+            o.push('\n');
+        }
+        o.push_str(&device_compare_text(d, style));
+    }
+    if r.devices.is_empty() && r.unpaired.is_empty() {
+        let _ = writeln!(o, "nothing recorded in either run");
+    } else if r.devices.is_empty() {
+        let _ = writeln!(o, "no device of A pairs with a device of B");
+    }
+    for u in &r.unpaired {
+        let _ = writeln!(
+            o,
+            "device {} of {} has no partner in the other run",
+            u.device,
+            if u.run == "a" { "A" } else { "B" }
+        );
+    }
+    o
+}
+
+fn device_compare_text(r: &DeviceCompare, style: Style) -> String {
+    let mut o = String::new();
+    for (name, s) in [("A", &r.a), ("B", &r.b)] {
+        let _ = writeln!(
+            o,
+            "{name}: {} device {} ({} windows from {})",
+            s.file, s.device, s.windows.count, s.windows.source
+        );
+    }
     o.push('\n');
     let _ = writeln!(o, "{}", style.bold("growth per window"));
     let mut t = Table::new(&[
@@ -166,21 +237,15 @@ pub fn compare_text(r: &crate::analysis::compare::CompareReport, style: Style) -
         ("B - A", Align::Right),
         ("site", Align::Left),
     ]);
+    let kind = |k: Option<Kind>| k.map_or_else(|| "-".to_string(), |k| k.to_string());
     for s in r.sites.iter().take(20) {
-        let signed = |d: i64| {
-            if d < 0 {
-                format!("-{}", bytes(d.unsigned_abs()))
-            } else {
-                format!("+{}", bytes(d as u64))
-            }
-        };
         t.row([
             bytes(s.a.bytes_per_window),
-            s.a.kind.unwrap_or("-").to_string(),
+            kind(s.a.kind),
             bytes(s.b.bytes_per_window),
-            s.b.kind.unwrap_or("-").to_string(),
-            signed(s.difference),
-            s.key.clone(),
+            kind(s.b.kind),
+            signed_bytes(s.difference),
+            s.site.label.clone(),
         ]);
     }
     o.push_str(&t.render(style));
@@ -193,12 +258,12 @@ pub fn compare_text(r: &crate::analysis::compare::CompareReport, style: Style) -
         ("site", Align::Left),
     ]);
     for e in r.end_state.iter().take(10) {
-        let d = if e.difference < 0 {
-            format!("-{}", bytes(e.difference.unsigned_abs()))
-        } else {
-            format!("+{}", bytes(e.difference as u64))
-        };
-        t.row([bytes(e.a_bytes), bytes(e.b_bytes), d, e.key.clone()]);
+        t.row([
+            bytes(e.a_bytes),
+            bytes(e.b_bytes),
+            signed_bytes(e.difference),
+            e.site.label.clone(),
+        ]);
     }
     o.push_str(&t.render(style));
     let _ = writeln!(
@@ -208,7 +273,7 @@ pub fn compare_text(r: &crate::analysis::compare::CompareReport, style: Style) -
         bytes(r.b.backward_bytes)
     );
     for w in &r.warnings {
-        let _ = writeln!(o, "warning: {w}");
+        let _ = writeln!(o, "warning: {}", compare_warning(w));
     }
     o
 }

@@ -1,8 +1,12 @@
-//! Stage last, `render`: terminal tables and JSON for the analyses' reports.
+//! Stage last, `render`: the session's reports as terminal tables, JSON, an HTML page,
+//! flame graphs and JUnit XML. Words and units live here; nothing here opens a file or
+//! computes a finding.
 
 pub mod check;
 pub mod flamegraph;
 pub mod html;
+pub mod json;
+pub mod junit;
 pub mod leaks;
 pub mod oom;
 pub mod ranks;
@@ -48,6 +52,71 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// Device indices as ranges: `0`, `1-7`, `0, 2-3`.
+pub fn device_list(devices: &[i64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < devices.len() {
+        let mut j = i;
+        while j + 1 < devices.len() && devices[j + 1] == devices[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", devices[i], devices[j])
+        } else {
+            devices[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// The closing line of a per-device report: the devices with nothing recorded, summed up,
+/// or a note that the file holds nothing at all. Empty when neither applies.
+pub fn idle_line(file: &str, shown: usize, idle: &[i64]) -> String {
+    if shown == 0 {
+        return format!(
+            "{file}: nothing recorded (no segments and no trace events on any device)\n"
+        );
+    }
+    match idle.len() {
+        0 => String::new(),
+        1 => format!("device {}: nothing recorded\n", idle[0]),
+        _ => format!("devices {}: nothing recorded\n", device_list(idle)),
+    }
+}
+
+/// Per-device sections, a blank line between them, then [`idle_line`].
+pub fn per_device<T>(
+    file: &str,
+    devices: &[T],
+    idle: &[i64],
+    mut section: impl FnMut(&T) -> String,
+) -> String {
+    let mut o = String::new();
+    for (i, d) in devices.iter().enumerate() {
+        if i > 0 {
+            o.push('\n');
+        }
+        o.push_str(&section(d));
+    }
+    let tail = idle_line(file, devices.len(), idle);
+    if !tail.is_empty() && !devices.is_empty() {
+        o.push('\n');
+    }
+    o.push_str(&tail);
+    o
+}
+
+/// A signed byte difference: `+1.50 MiB`, `-512 B`.
+pub fn signed_bytes(d: i64) -> String {
+    if d < 0 {
+        format!("-{}", bytes(d.unsigned_abs()))
+    } else {
+        format!("+{}", bytes(d as u64))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +128,14 @@ mod tests {
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(bytes(20 << 20), "20.0 MiB");
         assert_eq!(bytes(300 << 30), "300 GiB");
+    }
+
+    #[test]
+    fn device_ranges() {
+        assert_eq!(device_list(&[]), "");
+        assert_eq!(device_list(&[3]), "3");
+        assert_eq!(device_list(&[1, 2, 3, 4, 5, 6, 7]), "1-7");
+        assert_eq!(device_list(&[0, 2, 3, 5]), "0, 2-3, 5");
     }
 
     #[test]

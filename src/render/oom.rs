@@ -1,12 +1,56 @@
-//! Terminal rendering of [`OomReport`].
+//! Terminal rendering of `oom`, and the advice in words.
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
-use crate::analysis::oom::OomReport;
+use super::{Align, Style, Table, bytes, count, per_device};
+use crate::analysis::oom::{Advice, DeviceOom};
+use crate::session::OomReport;
 
-/// Renders the report.
+/// Renders every explained device.
 pub fn text(r: &OomReport, style: Style) -> String {
+    per_device(&r.file, &r.devices, &r.idle_devices, |d| {
+        device_text(d, style)
+    })
+}
+
+/// One piece of advice in words.
+pub fn advice_text(a: &Advice) -> String {
+    match a {
+        Advice::Fragmentation {
+            setting,
+            cached_free_in_pool_bytes,
+            pool,
+            needed_bytes,
+            largest_free_block_bytes,
+        } => format!(
+            "fragmentation: {} of cached free memory in the {pool} pool would have held the {} request, but the largest free block is {}. Set {setting}=expandable_segments:True so freed memory can be mapped contiguously (or max_split_size_mb to stop large blocks being split).",
+            bytes(*cached_free_in_pool_bytes),
+            bytes(*needed_bytes),
+            bytes(*largest_free_block_bytes)
+        ),
+        Advice::Growth { grew: g } => format!(
+            "memory grew before the failure: {} keeps {} per window ({}, {} of {} windows); fix that first (`leakscope leaks`).",
+            g.site.label,
+            bytes(g.bytes_per_window),
+            g.kind,
+            g.windows_growing,
+            g.windows_total
+        ),
+        Advice::DeviceFull {
+            needed_bytes,
+            cached_free_in_pool_bytes,
+            device_free_bytes,
+        } => format!(
+            "the device was full: the request ({}) exceeded both the cached free memory of its pool ({}) and what the driver had free ({}); the working set itself is too large (smaller batches or sequences, activation checkpointing, sharding).",
+            bytes(*needed_bytes),
+            bytes(*cached_free_in_pool_bytes),
+            bytes(*device_free_bytes)
+        ),
+    }
+}
+
+/// One device's explanation.
+pub fn device_text(r: &DeviceOom, style: Style) -> String {
     let mut o = String::new();
     let opt = |v: Option<u64>| v.map_or_else(|| "-".into(), bytes);
     if r.oom.found {
@@ -89,7 +133,7 @@ pub fn text(r: &OomReport, style: Style) -> String {
             ("site", Align::Left),
         ]);
         for h in &r.top_holders {
-            t.row([bytes(h.bytes), count(h.blocks), h.site.clone()]);
+            t.row([bytes(h.bytes), count(h.blocks), h.site.label.clone()]);
         }
         o.push_str(&t.render(style));
     }
@@ -100,16 +144,16 @@ pub fn text(r: &OomReport, style: Style) -> String {
             let _ = writeln!(
                 o,
                 "  {} per window in {} windows: {}",
-                bytes(g.bytes),
-                g.blocks,
-                g.site
+                bytes(g.bytes_per_window),
+                g.windows_growing,
+                g.site.label
             );
         }
     }
     if !r.advice.is_empty() {
         o.push('\n');
         for a in &r.advice {
-            let _ = writeln!(o, "advice: {a}");
+            let _ = writeln!(o, "advice: {}", advice_text(a));
         }
     }
     o

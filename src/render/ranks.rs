@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count};
-use crate::analysis::ranks::RanksReport;
+use crate::session::RanksReport;
 
 /// One line per rank and step, outliers marked; then the trend per rank.
 pub fn text(r: &RanksReport, style: Style) -> String {
@@ -23,6 +23,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
     let mut t = Table::new(&[
         ("step", Align::Left),
         ("rank", Align::Right),
+        ("device", Align::Right),
         ("peak", Align::Right),
         ("held at end", Align::Right),
         ("growth/window", Align::Right),
@@ -38,6 +39,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
                 "-".into(),
                 "-".into(),
                 "-".into(),
+                "-".into(),
                 "error".into(),
                 e.clone(),
             ]);
@@ -46,6 +48,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
         t.row([
             x.step.clone(),
             rank,
+            x.device.map_or_else(|| "-".into(), |d| d.to_string()),
             bytes(x.peak_bytes),
             bytes(x.end_allocated_bytes),
             bytes(x.growth_bytes_per_window),
@@ -54,7 +57,9 @@ pub fn text(r: &RanksReport, style: Style) -> String {
             } else {
                 String::new()
             },
-            x.top_suspect.clone().unwrap_or_default(),
+            x.top_suspect
+                .as_ref()
+                .map_or_else(String::new, |s| s.label.clone()),
         ]);
     }
     o.push_str(&t.render(style));

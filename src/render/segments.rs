@@ -2,8 +2,9 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
-use crate::analysis::segments::{SegmentRow, SegmentsReport};
+use super::{Align, Style, Table, bytes, count, per_device};
+use crate::analysis::segments::{DeviceSegments, SegmentRow};
+use crate::session::SegmentsReport;
 
 const BAR: u64 = 32;
 
@@ -34,8 +35,19 @@ fn bar(s: &SegmentRow) -> String {
         .collect()
 }
 
-/// Renders the map and the totals.
+/// Renders every device's map and totals.
 pub fn text(r: &SegmentsReport, style: Style) -> String {
+    let mut o = per_device(&r.file, &r.devices, &r.idle_devices, |d| {
+        device_text(d, style)
+    });
+    for u in &r.unresolved {
+        let _ = writeln!(o, "device {}: {}", u.device, u.reason);
+    }
+    o
+}
+
+/// One device's map and totals.
+pub fn device_text(r: &DeviceSegments, style: Style) -> String {
     let mut o = String::new();
     let ev = r.at.event_index.map_or_else(
         || "before the first event".into(),

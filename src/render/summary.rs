@@ -140,5 +140,11 @@ pub fn text(s: &Summary, style: Style) -> String {
     for w in &s.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
+    if tot.segments == 0 && tot.trace_events == 0 {
+        let _ = writeln!(
+            o,
+            "nothing recorded: no segments and no trace events on any device"
+        );
+    }
     o
 }

@@ -1,12 +1,33 @@
-//! Terminal rendering of [`TopReport`].
+//! Terminal rendering of `top`: per device, what holds memory at the point.
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
-use crate::analysis::top::TopReport;
+use super::{Align, Style, Table, bytes, count, per_device};
+use crate::analysis::top::DeviceTop;
+use crate::session::TopReport;
 
-/// Renders the report as a table.
+/// Renders the report: a table per device, then the devices where the point does not
+/// exist and those with nothing recorded.
 pub fn text(r: &TopReport, style: Style) -> String {
+    let mut o = per_device(&r.file, &r.devices, &r.idle_devices, |d| {
+        device_text(d, r.by.name(), style)
+    });
+    for u in &r.unresolved {
+        let _ = writeln!(o, "device {}: {}", u.device, u.reason);
+    }
+    o
+}
+
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", part as f64 / whole as f64 * 100.0)
+    }
+}
+
+/// One device's table.
+pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -15,46 +36,38 @@ pub fn text(r: &TopReport, style: Style) -> String {
         super::tree::point_text(&r.at),
         bytes(r.at.live_bytes),
         count(r.total_blocks),
-        r.by
+        by
     );
     o.push('\n');
     let mut t = Table::new(&[
         ("bytes", Align::Right),
         ("share", Align::Right),
         ("blocks", Align::Right),
-        (r.by, Align::Left),
+        (by, Align::Left),
     ]);
     for row in &r.rows {
         t.row([
             bytes(row.bytes),
             format!("{:.1}%", row.share * 100.0),
             count(row.blocks),
-            row.key.clone(),
+            row.site.label.clone(),
         ]);
     }
     if r.rest.keys > 0 {
-        let share = if r.at.live_bytes == 0 {
-            0.0
-        } else {
-            r.rest.bytes as f64 / r.at.live_bytes as f64
-        };
         t.row([
             bytes(r.rest.bytes),
-            format!("{:.1}%", share * 100.0),
+            if r.at.live_bytes == 0 {
+                "0.0%".into()
+            } else {
+                share(r.rest.bytes, r.at.live_bytes)
+            },
             count(r.rest.blocks),
             format!("({} more)", count(r.rest.keys)),
         ]);
     }
     t.row([
         bytes(r.total_bytes),
-        if r.at.live_bytes == 0 {
-            "-".into()
-        } else {
-            format!(
-                "{:.1}%",
-                r.total_bytes as f64 / r.at.live_bytes as f64 * 100.0
-            )
-        },
+        share(r.total_bytes, r.at.live_bytes),
         count(r.total_blocks),
         "total".into(),
     ]);

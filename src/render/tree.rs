@@ -5,9 +5,10 @@ use std::fmt::Write;
 
 use petgraph::graph::NodeIndex;
 
-use super::{Align, Style, Table, bytes, count};
-use crate::analysis::top::Point;
-use crate::analysis::tree::TreeReport;
+use super::{Align, Style, Table, bytes, count, per_device};
+use crate::analysis::point::Point;
+use crate::analysis::tree::DeviceTree;
+use crate::session::TreeReport;
 
 /// Default of `--min-share`: nodes under 1% of the tree's bytes are summed up.
 pub const DEFAULT_MIN_SHARE: f64 = 0.01;
@@ -41,10 +42,21 @@ enum Item {
     Smaller(u64, u64, u64, String, bool),
 }
 
-/// Renders the tree, pruning nodes whose inclusive bytes are below `min_share` of the
-/// tree's total; each parent's pruned children are summed in one `(N smaller)` line, so
-/// every parent's bytes are its self bytes plus the lines under it.
+/// Renders every device's tree (see [`device_text`]).
 pub fn text(r: &TreeReport, min_share: f64, style: Style) -> String {
+    let mut o = per_device(&r.file, &r.devices, &r.idle_devices, |d| {
+        device_text(d, min_share, style)
+    });
+    for u in &r.unresolved {
+        let _ = writeln!(o, "device {}: {}", u.device, u.reason);
+    }
+    o
+}
+
+/// Renders a device's tree, pruning nodes whose inclusive bytes are below `min_share` of
+/// the tree's total; each parent's pruned children are summed in one `(N smaller)` line,
+/// so every parent's bytes are its self bytes plus the lines under it.
+pub fn device_text(r: &DeviceTree, min_share: f64, style: Style) -> String {
     let tree = &r.tree;
     let total = r.total_bytes;
     let mut o = String::new();

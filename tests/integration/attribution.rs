@@ -2,33 +2,23 @@
 
 use std::collections::BTreeMap;
 
-use leakscope::analysis::top::{self, At};
-use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
-use leakscope::replay;
+use leakscope::analysis::{At, Point};
+use leakscope::attribute::{FrameFilters, GroupBy};
+use leakscope::session::Session;
 
 use crate::common::*;
 
-/// `top` by site with no limit, as `{site: (bytes, blocks)}`, plus the live bytes.
-fn top_by_site(
-    snap: &leakscope::Snapshot,
-    device: i64,
-    at: At,
-) -> (top::Point, BTreeMap<String, (u64, u64)>) {
-    let dev = snap
-        .devices()
-        .into_iter()
-        .find(|d| d.device == device)
-        .expect("device");
-    let rep = replay::replay(&dev);
-    let point = top::resolve(snap, &rep, at).expect("point resolves");
-    let mut attr = Attributor::new(snap, GroupBy::Site, &FilterOptions::default());
-    let report = top::top(&rep, point.clone(), &mut attr, usize::MAX);
-    let rows = report
+/// `top` by site with no limit on one device, as `{site: (bytes, blocks)}`, plus the point.
+fn top_by_site(s: &Session, device: i64, at: At) -> (Point, BTreeMap<String, (u64, u64)>) {
+    let opts = device_options(device, GroupBy::Site, FrameFilters::default());
+    let report = s.top(&opts, at, usize::MAX).expect("point resolves");
+    let d = &report.devices[0];
+    let rows = d
         .rows
         .iter()
-        .map(|r| (r.key.clone(), (r.bytes, r.blocks)))
+        .map(|r| (r.site.label.clone(), (r.bytes, r.blocks)))
         .collect();
-    (point, rows)
+    (d.at.clone(), rows)
 }
 
 fn truth_sites(v: &serde_json::Value) -> BTreeMap<String, (u64, u64)> {
@@ -51,40 +41,41 @@ fn top_matches_scenario_ground_truth() {
     let mut checked = 0;
     for (stem, truth) in scenario_truths() {
         let stem = stem.as_str();
-        let snap = load(&fixture(&format!("scenarios/{stem}.pickle")));
-        let device = truth["device"].as_i64().unwrap_or(0);
-        for (name, at) in [("end", At::End), ("peak", At::Peak), ("oom", At::Oom)] {
-            let t = &truth[name];
-            if t.is_null() {
-                continue;
-            }
-            let (point, rows) = top_by_site(&snap, device, at);
-            let expected = truth_sites(&t["by_site"]);
-            assert_eq!(
-                rows, expected,
-                "{stem} at {name}: per-site bytes and blocks"
-            );
-            let live = t
-                .get("live_requested_bytes")
-                .or_else(|| t.get("requested_bytes_live"));
-            if let Some(live) = live {
+        let s = session(&fixture(&format!("scenarios/{stem}.pickle")));
+        for (device, truth) in device_truths(&truth) {
+            for (name, at) in [("end", At::End), ("peak", At::Peak), ("oom", At::Oom)] {
+                let t = &truth[name];
+                if t.is_null() {
+                    continue;
+                }
+                let (point, rows) = top_by_site(&s, device, at);
+                let expected = truth_sites(&t["by_site"]);
                 assert_eq!(
-                    point.live_bytes,
-                    live.as_u64().unwrap(),
-                    "{stem} at {name}: live bytes"
+                    rows, expected,
+                    "{stem} at {name}: per-site bytes and blocks"
                 );
+                let live = t
+                    .get("live_requested_bytes")
+                    .or_else(|| t.get("requested_bytes_live"));
+                if let Some(live) = live {
+                    assert_eq!(
+                        point.live_bytes,
+                        live.as_u64().unwrap(),
+                        "{stem} at {name}: live bytes"
+                    );
+                }
+                if let Some(ev) = t.get("event_index").and_then(|e| e.as_u64()) {
+                    assert_eq!(
+                        point.event_index,
+                        Some(ev as u32),
+                        "{stem} at {name}: event index"
+                    );
+                }
+                checked += 1;
             }
-            if let Some(ev) = t.get("event_index").and_then(|e| e.as_u64()) {
-                assert_eq!(
-                    point.event_index,
-                    Some(ev as u32),
-                    "{stem} at {name}: event index"
-                );
-            }
-            checked += 1;
         }
     }
-    assert!(checked >= 14, "only {checked} points checked");
+    assert!(checked >= 18, "only {checked} points checked");
 }
 
 /// Real files: `top --at end` adds up to the requested bytes `summary` reports, and the
@@ -127,48 +118,55 @@ fn corpus_top_adds_up_and_replay_matches_segments() {
     let mut wrapped = Vec::new();
     for path in files {
         let rel = path.strip_prefix(&corpus).unwrap().display().to_string();
-        let snap = load(&path);
-        let s = summary_json(&snap, &rel);
+        let sess = session(&path);
+        let s = summary_json(sess.snapshot(), &rel);
         if s["trace"]["wrapped"].as_bool().unwrap() {
             wrapped.push(rel.clone());
         }
-        for (dev, ds) in snap.devices().iter().zip(s["devices"].as_array().unwrap()) {
-            let rep = replay::replay(dev);
-            let point = top::resolve(&snap, &rep, At::End).unwrap();
-            let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
-            let report = top::top(&rep, point, &mut attr, 5);
+        // Every device at once, as `top --at end` reports them: the devices' totals add
+        // up to the file's requested bytes.
+        let all = sess
+            .top(&leakscope::Options::default(), At::End, 5)
+            .unwrap();
+        let file_total: u64 = all.devices.iter().map(|d| d.total_bytes).sum();
+        assert_eq!(
+            file_total,
+            s["totals"]["requested_bytes"].as_u64().unwrap(),
+            "{rel}: every device's top adds up to summary's requested bytes"
+        );
+        for ds in s["devices"].as_array().unwrap() {
+            let device = ds["device"].as_i64().unwrap();
+            let opts = device_options(device, GroupBy::Site, FrameFilters::default());
+            let mut runs = sess.runs(&opts).unwrap();
+            let rep = &runs[0].replay;
+            let report = &sess.top(&opts, At::End, 5).unwrap().devices[0];
             // Σ requested_size of active_allocated blocks (no real file has pending frees).
             let requested = ds["requested_bytes"].as_u64().unwrap();
             assert_eq!(
                 report.total_bytes, requested,
-                "{rel} device {}: top total",
-                dev.device
+                "{rel} device {device}: top total"
             );
             let shown: u64 = report.rows.iter().map(|r| r.bytes).sum::<u64>() + report.rest.bytes;
-            assert_eq!(shown, requested, "{rel} device {}: rows + rest", dev.device);
+            assert_eq!(shown, requested, "{rel} device {device}: rows + rest");
             assert_eq!(
                 report.at.live_bytes, requested,
-                "{rel} device {}: timeline end",
-                dev.device
+                "{rel} device {device}: timeline end"
             );
             // At the peak (before the first event in some wrapped files) the groups add up
             // to the timeline's live bytes too.
-            let peak = top::resolve(&snap, &rep, At::Peak).unwrap();
-            let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
-            let r = top::top(&rep, peak, &mut attr, 5);
+            let r = &sess.top(&opts, At::Peak, 5).unwrap().devices[0];
             assert_eq!(
                 r.total_bytes, r.at.live_bytes,
-                "{rel} device {}: peak",
-                dev.device
+                "{rel} device {device}: peak"
             );
             if !ds["wrapped"].as_bool().unwrap() {
                 assert!(
                     rep.mismatches.is_empty(),
-                    "{rel} device {}: replay differs from segments: {:?}",
-                    dev.device,
+                    "{rel} device {device}: replay differs from segments: {:?}",
                     &rep.mismatches[..rep.mismatches.len().min(5)]
                 );
             }
+            runs.clear();
         }
     }
     assert_eq!(wrapped, WRAPPED, "the wrapped files");
@@ -179,23 +177,18 @@ fn top_rows(
     device: i64,
     at: At,
     by: GroupBy,
-    opts: FilterOptions,
+    filters: FrameFilters,
 ) -> (u64, BTreeMap<String, (u64, u64)>) {
-    let snap = load(&fixture(path));
-    let dev = snap
-        .devices()
-        .into_iter()
-        .find(|d| d.device == device)
+    let s = session(&fixture(path));
+    let r = s
+        .top(&device_options(device, by, filters), at, usize::MAX)
         .unwrap();
-    let rep = replay::replay(&dev);
-    let point = top::resolve(&snap, &rep, at).unwrap();
-    let mut attr = Attributor::new(&snap, by, &opts);
-    let r = top::top(&rep, point, &mut attr, usize::MAX);
+    let r = &r.devices[0];
     (
         r.total_bytes,
         r.rows
             .iter()
-            .map(|x| (x.key.clone(), (x.bytes, x.blocks)))
+            .map(|x| (x.site.label.clone(), (x.bytes, x.blocks)))
             .collect(),
     )
 }
@@ -210,7 +203,7 @@ fn groupings_on_the_tiny_snapshot() {
     let fwd = 4 * mib - 100 + 8 * mib - 512;
     let adam = 3 * mib;
     let f = "encodings/tiny_protocol4.pickle";
-    let (total, rows) = top_rows(f, 0, At::End, GroupBy::Site, FilterOptions::default());
+    let (total, rows) = top_rows(f, 0, At::End, GroupBy::Site, FrameFilters::default());
     assert_eq!(total, fwd + adam);
     let expect: BTreeMap<String, (u64, u64)> = [
         ("/work/model.py:17:forward".to_string(), (fwd, 2)),
@@ -223,7 +216,7 @@ fn groupings_on_the_tiny_snapshot() {
     assert_eq!(rows, expect);
 
     // --by user: adam.py is an installed package, so its allocation goes to train_step.
-    let (_, rows) = top_rows(f, 0, At::End, GroupBy::User, FilterOptions::default());
+    let (_, rows) = top_rows(f, 0, At::End, GroupBy::User, FrameFilters::default());
     let expect: BTreeMap<String, (u64, u64)> = [
         ("/work/model.py:17:forward".to_string(), (fwd, 2)),
         ("/work/train.py:42:train_step".to_string(), (adam, 1)),
@@ -232,23 +225,21 @@ fn groupings_on_the_tiny_snapshot() {
     assert_eq!(rows, expect);
 
     // --by file and function.
-    let (_, rows) = top_rows(f, 0, At::End, GroupBy::File, FilterOptions::default());
+    let (_, rows) = top_rows(f, 0, At::End, GroupBy::File, FrameFilters::default());
     assert_eq!(rows["/work/model.py"], (fwd, 2));
-    let (_, rows) = top_rows(f, 0, At::End, GroupBy::Function, FilterOptions::default());
+    let (_, rows) = top_rows(f, 0, At::End, GroupBy::Function, FrameFilters::default());
     assert_eq!(rows["/work/model.py:forward"], (fwd, 2));
 
     // --by stack keeps the C++ frame of one stack apart (outermost first) ...
-    let (_, rows) = top_rows(f, 0, At::End, GroupBy::Stack, FilterOptions::default());
+    let (_, rows) = top_rows(f, 0, At::End, GroupBy::Stack, FrameFilters::default());
     assert_eq!(rows.len(), 3);
     assert_eq!(
         rows["/work/train.py:42:train_step;/work/model.py:17:forward"],
         (8 * mib - 512, 1)
     );
     // ... unless --python-only drops it.
-    let py = FilterOptions {
-        python_only: true,
-        ..Default::default()
-    };
+    let mut py = FrameFilters::default();
+    py.python_only = true;
     let (_, rows) = top_rows(f, 0, At::End, GroupBy::Stack, py);
     assert_eq!(
         rows["/work/train.py:42:train_step;/work/model.py:17:forward"],
@@ -256,24 +247,20 @@ fn groupings_on_the_tiny_snapshot() {
     );
 
     // --exclude hides a frame: the site moves to the caller.
-    let ex = FilterOptions {
-        exclude: Some(regex::Regex::new("model.py").unwrap()),
-        ..Default::default()
-    };
+    let mut ex = FrameFilters::default();
+    ex.exclude = Some(regex::Regex::new("model.py").unwrap());
     let (total, rows) = top_rows(f, 0, At::End, GroupBy::Site, ex);
     assert_eq!(total, fwd + adam);
     assert_eq!(rows["/work/train.py:42:train_step"], (fwd, 2));
 
     // --focus keeps only allocations through a matching frame.
-    let fo = FilterOptions {
-        focus: Some(regex::Regex::new(":step$").unwrap()),
-        ..Default::default()
-    };
+    let mut fo = FrameFilters::default();
+    fo.focus = Some(regex::Regex::new(":step$").unwrap());
     let (total, _) = top_rows(f, 0, At::End, GroupBy::Site, fo);
     assert_eq!(total, adam);
 
     // Device 0 after event 3 (alloc of 2 MiB at forward): the unmatched free's 1000 bytes
     // are gone (event 0), the 4 MiB - 100 and 2 MiB allocations and the pre-trace block live.
-    let (total, _) = top_rows(f, 0, At::Event(3), GroupBy::Site, FilterOptions::default());
+    let (total, _) = top_rows(f, 0, At::Event(3), GroupBy::Site, FrameFilters::default());
     assert_eq!(total, (4 * mib - 100) + 2 * mib + (8 * mib - 512));
 }

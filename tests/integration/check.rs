@@ -50,15 +50,19 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
         let (code, out, _) = check(&[&format!("scenarios/{file}.pickle")], BUDGET, &["--json"]);
         assert_eq!(code, 1, "{file}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["schema"], "leakscope.check/1");
-        let c = &v["files"][0]["cases"][0];
+        assert_eq!(v["schema"], "leakscope.check/2");
+        let c = &v["files"][0]["devices"][0]["cases"][0];
         assert_eq!(c["name"], "leaks.max_bytes_per_window");
         assert_eq!(c["passed"], false);
         assert_eq!(c["value"], rate, "{file}");
         assert!(
-            c["detail"].as_str().unwrap().contains(site),
+            c["site"]["label"].as_str().unwrap().ends_with(site),
             "{file}: {}",
-            c["detail"]
+            c["site"]
+        );
+        assert!(
+            !c["stack"].as_array().unwrap().is_empty(),
+            "{file}: the stack"
         );
     }
     // The NPU file's leak is 8 KiB per window: under this budget, caught by a tighter one.
@@ -208,18 +212,75 @@ peak_allocated = "40 GiB"
     assert_eq!(suites[1].attribute("failures"), Some("1"));
 }
 
-/// The documented example budget parses.
+/// The documented example budget parses, with every limit as the hand-computed bytes.
 #[test]
 fn the_example_budget_parses() {
+    use leakscope::budget::{Budget, parse_size};
     let text = std::fs::read_to_string(root().join("docs/leakscope.toml")).unwrap();
-    leakscope::analysis::check::Budget::parse(&text).expect("docs/leakscope.toml parses");
-    assert_eq!(
-        leakscope::analysis::check::parse_size("1.5 MiB").unwrap(),
-        1_572_864
+    Budget::parse(&text).expect("docs/leakscope.toml parses");
+    assert_eq!(parse_size("1.5 MiB").unwrap(), 1_572_864);
+    assert_eq!(parse_size("3 GB").unwrap(), 3_000_000_000);
+    assert_eq!(parse_size("512").unwrap(), 512);
+}
+
+/// Every limit that cannot be read is an error naming it, never a limit skipped (which
+/// would pass any snapshot).
+#[test]
+fn a_limit_that_cannot_be_read_is_an_error() {
+    use leakscope::budget::{Budget, Tolerance};
+    for (text, field) in [
+        (
+            "[memory]\npeak_allocated = \"2 gallons\"\n",
+            "memory.peak_allocated",
+        ),
+        (
+            "[memory]\nend_reserved = \"1e30 GB\"\n",
+            "memory.end_reserved",
+        ),
+        (
+            "[[sites]]\npattern = \"x\"\nmax_end_bytes = \"x\"\n",
+            "sites[0].max_end_bytes",
+        ),
+        (
+            "[leaks]\nforbidden_sites = [\"(\"]\n",
+            "leaks.forbidden_sites",
+        ),
+        ("[windows]\nspec = \"every:0\"\n", "[windows] spec"),
+        ("[baseline]\ntolerance = \"ten percent\"\n", "tolerance"),
+    ] {
+        let e = Budget::parse(text).expect_err(text).to_string();
+        assert!(e.contains(field), "{text}: {e}");
+    }
+    let b =
+        Budget::parse("[baseline]\ntolerance = \"10%\"\n[leaks]\nmax_bytes_per_window = 4096\n")
+            .unwrap();
+    assert_eq!(b.tolerance, Tolerance::Percent(10.0));
+    assert_eq!(b.tolerance.over(1000), 100);
+    assert_eq!(b.leaks.max_bytes_per_window, Some(4096));
+}
+
+/// A file with two devices is checked per device: the budget applies to each, and the
+/// leak on device 1 fails it while device 0 passes.
+#[test]
+fn budgets_apply_per_device() {
+    let (code, out, _) = check(
+        &["scenarios/two_devices_recv_leak.pickle"],
+        BUDGET,
+        &["--json"],
     );
-    assert_eq!(
-        leakscope::analysis::check::parse_size("3 GB").unwrap(),
-        3_000_000_000
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let devices = v["files"][0]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    let case = |d: usize| &devices[d]["cases"][0];
+    assert_eq!(case(0)["passed"], true);
+    assert_eq!(case(1)["passed"], false);
+    // The receive buffer of fixtures/gen's pipeline stage: seq 2048 x hidden 4096 x bf16.
+    assert_eq!(case(1)["value"], 2048 * 4096 * 2);
+    assert!(
+        case(1)["site"]["label"]
+            .as_str()
+            .unwrap()
+            .ends_with("create_tensor_recv_prev")
     );
-    assert_eq!(leakscope::analysis::check::parse_size("512").unwrap(), 512);
 }

@@ -145,7 +145,8 @@ fn convert_to_cache_and_json_and_back() {
         src.to_str().unwrap(),
         dir.path().join("x.txt").to_str().unwrap(),
     ]);
-    assert_eq!(bad.status.code(), Some(1));
+    // An output whose format the name does not tell is a usage error.
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]
@@ -159,35 +160,52 @@ fn top_table_json_and_usage_errors() {
 
     let out = leakscope(&["top", f, "--at", "peak", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.top/1");
+    assert_eq!(v["schema"], "leakscope.top/2");
+    assert_eq!(v["at"], "peak");
+    let d = &v["devices"][0];
     for k in ["kind", "event_index", "time_us", "live_bytes"] {
-        assert!(v["at"].get(k).is_some(), "at.{k}");
+        assert!(d["at"].get(k).is_some(), "at.{k}");
     }
-    let row = &v["rows"][0];
-    for k in ["key", "site", "bytes", "blocks"] {
+    let row = &d["rows"][0];
+    for k in ["site", "bytes", "blocks"] {
         assert!(row.get(k).is_some(), "rows[0].{k}");
     }
-    let sum: u64 = v["rows"]
+    for k in ["name", "filename", "line", "label"] {
+        assert!(row["site"].get(k).is_some(), "rows[0].site.{k}");
+    }
+    let sum: u64 = d["rows"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["bytes"].as_u64().unwrap())
         .sum::<u64>()
-        + v["rest"]["bytes"].as_u64().unwrap();
-    assert_eq!(sum, v["at"]["live_bytes"].as_u64().unwrap());
+        + d["rest"]["bytes"].as_u64().unwrap();
+    assert_eq!(sum, d["at"]["live_bytes"].as_u64().unwrap());
 
     for (args, msg) in [
         (vec!["top", f, "--at", "middle"], "use end, peak, oom"),
         (vec!["top", f, "--at", "oom"], "no oom event"),
         (vec!["top", f, "--at", "event:99999999"], "past the end"),
         (vec!["top", f, "--device", "7"], "no device 7"),
-        (vec!["top", f, "--by", "colour"], "--by colour"),
-        (vec!["top", f, "--focus", "("], "invalid regex"),
-        // A call tree keeps whole stacks: grouping would be silently ignored.
-        (vec!["tree", f, "--by", "file"], "tree shows whole stacks"),
+        (
+            vec!["top", f, "--by", "colour"],
+            "group by site, user, stack, file or function",
+        ),
+        (vec!["top", f, "--focus", "("], "--focus"),
+        (vec!["top", f, "--device", "gpu1"], "use a device index"),
+        (vec!["leaks", f, "--windows", "every:0"], "positive number"),
+        (
+            vec!["leaks", f, "--within", "phase:fwd"],
+            "use annotation:REGEX",
+        ),
+        // A call tree keeps whole stacks: it has no --by to be silently ignored.
+        (
+            vec!["tree", f, "--by", "file"],
+            "unexpected argument '--by'",
+        ),
         (
             vec!["flamegraph", f, "--folded", "--by", "stack"],
-            "flamegraph shows whole stacks",
+            "unexpected argument '--by'",
         ),
     ] {
         let out = leakscope(&args);

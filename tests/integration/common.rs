@@ -217,3 +217,48 @@ pub fn scenario_truths() -> Vec<(String, serde_json::Value)> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
+
+/// A session over a file, panicking with the loader's message on failure.
+pub fn session(path: &Path) -> leakscope::Session {
+    leakscope::Session::open(path, LoadOptions::default())
+        .unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+/// Options for one device, grouped by `by`, frames filtered by `filters`.
+pub fn device_options(
+    device: i64,
+    by: leakscope::attribute::GroupBy,
+    filters: leakscope::attribute::FrameFilters,
+) -> leakscope::Options {
+    let mut o = leakscope::Options::default();
+    o.devices = leakscope::session::DeviceSelection::Only(device);
+    o.by = by;
+    o.filters = filters;
+    o
+}
+
+/// Options with windows from `spec` (every device).
+pub fn window_options(spec: &str) -> leakscope::Options {
+    let mut o = leakscope::Options::default();
+    o.windows = spec.parse().expect("a valid --windows spec");
+    o
+}
+
+/// A scenario's truth per device: the `devices` list of a multi-device file, else the
+/// file's own truth for its one device.
+pub fn device_truths(truth: &serde_json::Value) -> Vec<(i64, serde_json::Value)> {
+    match truth["devices"].as_array() {
+        Some(ds) => ds
+            .iter()
+            .map(|d| (d["device"].as_i64().unwrap(), d.clone()))
+            .collect(),
+        None => vec![(truth["device"].as_i64().unwrap_or(0), truth.clone())],
+    }
+}
+
+/// Load options with the helper threads off (as `ranks` loads each of its files).
+pub fn one_thread() -> LoadOptions<'static> {
+    let mut o = LoadOptions::default();
+    o.threads = false;
+    o
+}

@@ -96,13 +96,11 @@ fn decompression_bomb_is_refused() {
     let zeros = vec![0u8; 4 << 20];
     let zst =
         ruzstd::encoding::compress_to_vec(&zeros[..], ruzstd::encoding::CompressionLevel::Fastest);
-    let err = leakscope::load_bytes(
-        &zst,
-        LoadOptions {
-            max_decompressed_bytes: 1 << 20,
-            ..LoadOptions::default()
-        },
-    )
+    let err = leakscope::load_bytes(&zst, {
+        let mut o = LoadOptions::default();
+        o.max_decompressed_bytes = 1 << 20;
+        o
+    })
     .unwrap_err();
     assert!(
         err.to_string()
@@ -166,21 +164,14 @@ fn single_threaded_load_gives_the_same_model() {
     ] {
         let path = fixture(name);
         let a = leakscope::load_path(&path, LoadOptions::default()).unwrap();
-        let b = leakscope::load_path(
-            &path,
-            LoadOptions {
-                threads: false,
-                ..LoadOptions::default()
-            },
-        )
-        .unwrap();
+        let b = leakscope::load_path(&path, one_thread()).unwrap();
         assert!(a == b, "{name}");
     }
 }
 
 /// Values real captures carry (written by CPython, `fixtures/gen/tiny_encodings.py`): C++
-/// frames with line 2^64-1 (the unwinder's "unknown") and -1, and a stream pointer
-/// >= 2^63. Every protocol loads, `summary` equals CPython's numbers, labels print the
+/// frames with line 2^64-1 (the unwinder's "unknown") and -1, and a stream pointer of
+/// 2^63 or more. Every protocol loads, `summary` equals CPython's numbers, labels print the
 /// unknown line as `?`, and the JSON export is exactly CPython's `json.dumps`.
 #[test]
 fn lines_and_streams_across_the_64_bit_ranges_load() {

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
-use leakscope::analysis::top::{self, At};
-use leakscope::analysis::tree::{self, CallTree, NodeKind, TreeReport};
-use leakscope::attribute::{Attributor, FilterOptions, GroupBy, NO_FRAME};
+use leakscope::analysis::At;
+use leakscope::analysis::tree::{CallTree, DeviceTree, NodeKind};
+use leakscope::attribute::{FrameFilters, GroupBy, NO_FRAME};
 use leakscope::render::flamegraph;
-use leakscope::replay;
 use regex::Regex;
 
 use crate::common::*;
@@ -68,13 +67,11 @@ fn truth_points(stem: &str) -> Vec<(&'static str, At, u64, Sites)> {
     out
 }
 
-fn report(stem: &str, at: At, filters: &FilterOptions) -> TreeReport {
-    let snap = load(&fixture(&format!("scenarios/{stem}.pickle")));
-    let dev = snap.devices().into_iter().next().expect("one device");
-    let rep = replay::replay(&dev);
-    let point = top::resolve(&snap, &rep, at).expect("point resolves");
-    let mut attr = Attributor::new(&snap, GroupBy::Site, filters);
-    tree::tree(&rep, point, &mut attr)
+fn report(stem: &str, at: At, filters: &FrameFilters) -> DeviceTree {
+    let s = session(&fixture(&format!("scenarios/{stem}.pickle")));
+    let opts = device_options(0, GroupBy::Site, filters.clone());
+    let mut r = s.tree(&opts, at).expect("point resolves");
+    r.devices.remove(0)
 }
 
 /// `basename:line:function`, written here independently of leakscope.
@@ -129,7 +126,7 @@ fn tree_adds_up_to_the_truth() {
     for stem in SCENARIOS {
         for (name, at, live, sites) in truth_points(stem) {
             let what = format!("{stem} at {name}");
-            let r = report(stem, at, &FilterOptions::default());
+            let r = report(stem, at, &FrameFilters::default());
             let t = &r.tree;
             let root = t.node(t.root());
             assert_eq!(root.name, "all");
@@ -165,7 +162,7 @@ fn tree_adds_up_to_the_truth() {
             assert!(out.status.success(), "{what}: top");
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(
-                v["at"]["live_bytes"].as_u64(),
+                v["devices"][0]["at"]["live_bytes"].as_u64(),
                 Some(root.bytes),
                 "{what}: top"
             );
@@ -180,10 +177,8 @@ fn tree_adds_up_to_the_truth() {
 fn tree_focus() {
     // At the peak of the pipeline scenario Adam's state is 8 blocks, 301,989,888 bytes
     // (truth), all allocated in adam.py:178:_init_group, which allocates directly.
-    let filters = FilterOptions {
-        focus: Some(Regex::new(r"adam\.py:178:_init_group$").unwrap()),
-        ..Default::default()
-    };
+    let mut filters = FrameFilters::default();
+    filters.focus = Some(Regex::new(r"adam\.py:178:_init_group$").unwrap());
     let r = report("pp_last_stage_recv_pinned", At::Peak, &filters);
     assert_eq!(r.total_bytes, 301_989_888);
     assert_eq!(r.total_blocks, 8);
@@ -224,7 +219,7 @@ fn folded_stacks_match_the_truth() {
     for stem in SCENARIOS {
         for (name, at, live, sites) in truth_points(stem) {
             let what = format!("{stem} at {name}");
-            let r = report(stem, at, &FilterOptions::default());
+            let r = report(stem, at, &FrameFilters::default());
             let lines = flamegraph::folded(&r.tree);
             assert_eq!(lines.iter().map(|l| l.1).sum::<u64>(), live, "{what}: Σ");
             let mut expected: BTreeMap<String, u64> = BTreeMap::new();
@@ -276,7 +271,7 @@ fn svg_is_xml_with_the_total() {
     for stem in SCENARIOS {
         for (name, at, live, _) in truth_points(stem) {
             let what = format!("{stem} at {name}");
-            let r = report(stem, at, &FilterOptions::default());
+            let r = report(stem, at, &FrameFilters::default());
             let lines = flamegraph::folded(&r.tree);
             let title = format!("live memory at {name}");
             let svg = flamegraph::svg(&lines, &title, Some("subtitle here")).unwrap();
@@ -362,7 +357,7 @@ fn odd_names_and_deep_stacks() {
     let out = leakscope(&["tree", "--json", p]);
     assert!(out.status.success());
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(json.starts_with("{\"schema\":\"leakscope.tree/1\""));
+    assert!(json.starts_with("{\"schema\":\"leakscope.tree/2\""));
     assert_eq!(json.matches("\"children\":[]").count(), 3, "three leaves");
     assert!(json.contains("\"total_bytes\":3584"));
 
@@ -404,14 +399,16 @@ fn cli_tree_and_flamegraph() {
     let out = leakscope(&["tree", "--json", "--at", "peak", &pp]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.tree/1");
-    assert_eq!(v["at"]["kind"], "peak");
-    assert_eq!(v["at"]["event_index"], 2078);
-    assert_eq!(v["total_bytes"], 2_797_887_488u64);
-    assert_eq!(v["root"]["name"], "all");
-    assert_eq!(v["root"]["bytes"], 2_797_887_488u64);
-    assert!(v["root"].get("filename").is_none());
-    let kids = v["root"]["children"].as_array().unwrap();
+    assert_eq!(v["schema"], "leakscope.tree/2");
+    assert_eq!(v["at"], "peak");
+    let d = &v["devices"][0];
+    assert_eq!(d["at"]["kind"], "peak");
+    assert_eq!(d["at"]["event_index"], 2078);
+    assert_eq!(d["total_bytes"], 2_797_887_488u64);
+    assert_eq!(d["root"]["name"], "all");
+    assert_eq!(d["root"]["bytes"], 2_797_887_488u64);
+    assert!(d["root"].get("filename").is_none());
+    let kids = d["root"]["children"].as_array().unwrap();
     let nf = kids.iter().find(|c| c["name"] == NO_FRAME).unwrap();
     assert_eq!(nf["bytes"], 1_124_098_048u64);
     assert_eq!(nf["self_bytes"], 1_124_098_048u64);

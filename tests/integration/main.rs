@@ -6,6 +6,7 @@ mod check;
 mod cli;
 mod common;
 mod corpus;
+mod devices;
 mod encodings;
 mod fastpath;
 mod graphs;

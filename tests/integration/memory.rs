@@ -58,10 +58,8 @@ static COUNTING: Counting = Counting;
 fn peak_while_loading(data: &[u8]) -> usize {
     let base = LIVE.with(|l| l.get());
     PEAK.with(|p| p.set(base));
-    let opts = LoadOptions {
-        threads: false,
-        ..LoadOptions::default()
-    };
+    let mut opts = LoadOptions::default();
+    opts.threads = false;
     let result = load_bytes(data, opts);
     drop(result);
     (PEAK.with(|p| p.get()) - base).max(0) as usize

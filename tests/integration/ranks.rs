@@ -14,7 +14,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
     let dir = fixture("scenarios/verl_ranks");
     let truth = read_json(&dir.join("truth.json"));
     let v = ranks_json(&dir);
-    assert_eq!(v["schema"], "leakscope.ranks/1");
+    assert_eq!(v["schema"], "leakscope.ranks/2");
     let rows = v["ranks"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     assert_eq!(v["skipped_files"], 1, "truth.json is not a snapshot");
@@ -28,6 +28,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
             "growth_bytes_per_window",
             "top_suspect",
             "outlier",
+            "device",
         ] {
             assert!(r.get(k).is_some(), "{k}");
         }
@@ -40,6 +41,16 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
             assert_eq!(
                 r["growth_bytes_per_window"],
                 truth["leak"]["bytes_per_micro_batch"]
+            );
+            // The top suspect is a site object, its label one of the truth's sites.
+            let label = r["top_suspect"]["label"].as_str().unwrap();
+            assert!(
+                truth["leak"]["sites"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["site"] == label),
+                "{label}"
             );
         } else {
             assert_eq!(r["growth_bytes_per_window"], 0);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use leakscope::analysis::timeline::{site_series, timeline};
-use leakscope::attribute::{Attributor, FilterOptions, GroupBy};
+use leakscope::attribute::{Attributor, FrameFilters, GroupBy};
 
 use crate::common::*;
 
@@ -73,62 +73,85 @@ fn report_pages_are_offline_small_and_match_the_truth() {
             "{name}: the page forbids loads"
         );
         let data = embedded_data(&html);
-        assert_eq!(data["schema"], "leakscope.report/1");
-        // The peak: the card, the `top` table's point and the decimated timeline's maximum
-        // all equal the generator's own bookkeeping.
-        let peak = &truth["peak"];
-        let want = peak["live_requested_bytes"]
-            .as_u64()
-            .expect("truth peak bytes");
-        assert_eq!(data["peak"]["live_bytes"].as_u64(), Some(want), "{name}");
-        assert_eq!(data["peak"]["event_index"], peak["event_index"], "{name}");
-        assert_eq!(
-            data["top_peak"]["at"]["live_bytes"].as_u64(),
-            Some(want),
-            "{name}"
-        );
-        let live: Vec<u64> = data["timeline"]["live"]
-            .as_array()
-            .expect("timeline.live")
-            .iter()
-            .map(|v| v.as_u64().expect("bytes"))
-            .collect();
-        assert_eq!(
-            live.iter().copied().max(),
-            Some(want),
-            "{name}: timeline peak"
-        );
-        assert!(
-            html.contains(&format!("data-bytes=\"{want}\"")),
-            "{name}: the peak card"
-        );
-        // Suspects in the page are the truth's leaks.
-        let suspects: Vec<&str> = data["leaks"]["suspects"]
-            .as_array()
-            .expect("suspects")
-            .iter()
-            .map(|s| s["key"].as_str().expect("key"))
-            .collect();
-        for leak in truth["leaks"].as_array().into_iter().flatten() {
-            let site = leak["site"].as_str().expect("truth leak site");
-            assert!(
-                suspects.contains(&site),
-                "{name}: {site} missing from {suspects:?}"
-            );
-            assert!(
-                html.contains(&leakscope::render::html::escape(site)),
-                "{name}: {site}"
-            );
+        assert_eq!(data["schema"], "leakscope.report/2");
+        for (device, truth) in device_truths(&truth) {
+            let d = data["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["device"] == device)
+                .unwrap_or_else(|| panic!("{name}: no device {device} in the page"));
+            check_device_page(&name, &html, d, &truth);
         }
-        // An OOM section exactly when the trace has an OOM.
-        assert_eq!(
-            html.contains("id=\"oom-section\""),
-            !truth["oom"].is_null(),
-            "{name}"
-        );
         checked += 1;
     }
-    assert!(checked >= 7, "only {checked} scenarios");
+    assert!(checked >= 9, "only {checked} scenarios");
+}
+
+/// One device's part of the page against its truth.
+fn check_device_page(name: &str, html: &str, d: &serde_json::Value, truth: &serde_json::Value) {
+    let n = d["device"].as_i64().unwrap();
+    // The peak: the card, the `top` table's point and the decimated timeline's maximum
+    // all equal the generator's own bookkeeping.
+    let peak = &truth["peak"];
+    let want = peak["live_requested_bytes"]
+        .as_u64()
+        .expect("truth peak bytes");
+    assert_eq!(d["peak"]["live_bytes"].as_u64(), Some(want), "{name}");
+    assert_eq!(d["peak"]["event_index"], peak["event_index"], "{name}");
+    assert_eq!(
+        d["top_peak"]["at"]["live_bytes"].as_u64(),
+        Some(want),
+        "{name}"
+    );
+    let live: Vec<u64> = d["timeline"]["live"]
+        .as_array()
+        .expect("timeline.live")
+        .iter()
+        .map(|v| v.as_u64().expect("bytes"))
+        .collect();
+    assert_eq!(
+        live.iter().copied().max(),
+        Some(want),
+        "{name}: timeline peak"
+    );
+    assert!(
+        html.contains(&format!("id=\"card-peak-{n}\" data-bytes=\"{want}\"")),
+        "{name}: the peak card of device {n}"
+    );
+    // Suspects in the page are the truth's leaks; the site column names the function,
+    // with file:line beside it and the full path in the tooltip.
+    let suspects: Vec<&str> = d["leaks"]["suspects"]
+        .as_array()
+        .expect("suspects")
+        .iter()
+        .map(|s| s["site"]["label"].as_str().expect("label"))
+        .collect();
+    for leak in truth["leaks"].as_array().into_iter().flatten() {
+        let site = leak["site"].as_str().expect("truth leak site");
+        assert!(
+            suspects.contains(&site),
+            "{name}: {site} missing from {suspects:?}"
+        );
+        let esc = leakscope::render::html::escape(site);
+        assert!(html.contains(&format!("title=\"{esc}\"")), "{name}: {site}");
+        if let Some((file, rest)) = site.split_once(".py:") {
+            // file:line:function, written independently: `function` and `base.py:line`.
+            let (line, function) = rest.split_once(':').unwrap();
+            let base = file.rsplit('/').next().unwrap();
+            let cell = format!(
+                "<span class=\"fn\">{}</span> <span class=\"loc\">{base}.py:{line}</span>",
+                leakscope::render::html::escape(function)
+            );
+            assert!(html.contains(&cell), "{name}: {cell}");
+        }
+    }
+    // An OOM section exactly when the trace has an OOM.
+    assert_eq!(
+        html.contains(&format!("id=\"oom-{n}\"")),
+        !truth["oom"].is_null(),
+        "{name}"
+    );
 }
 
 /// The chart data, against the replay it is drawn from: every timeline point is the
@@ -159,7 +182,7 @@ fn timeline_and_site_series_hold_the_replays_numbers() {
                 assert_eq!(t.reserved.iter().max(), rep.reserved.iter().max(), "{name}");
                 assert_eq!(t.events.last().copied(), Some(rep.live.len() as u32 - 1));
             }
-            let mut attr = Attributor::new(&snap, GroupBy::Site, &FilterOptions::default());
+            let mut attr = Attributor::new(&snap, GroupBy::Site, &FrameFilters::default());
             let s = site_series(&rep, &mut attr, 3, 50);
             assert!(s.sites.len() <= 3 && !s.events.is_empty(), "{name}");
             for (j, &e) in s.events.iter().enumerate() {
@@ -290,16 +313,8 @@ fn reports_open_in_headless_chromium_without_errors() {
             dom.contains("class=\"uplot"),
             "{name}: no uPlot chart in the DOM"
         );
-        // The timeline's peak, computed by the page from the decimated series, is the
-        // truth's peak; so is `top --at peak`.
-        let want = truth["peak"]["live_requested_bytes"]
-            .as_u64()
-            .expect("peak");
-        assert_eq!(
-            attr_of(&dom, "timeline-peak", "data-bytes"),
-            Some(want.to_string().as_str()),
-            "{name}"
-        );
+        // Each device's timeline peak, computed by the page from the decimated series,
+        // is the truth's peak; so is `top --at peak`.
         let top = leakscope_json(&[
             "top",
             "--at",
@@ -308,11 +323,36 @@ fn reports_open_in_headless_chromium_without_errors() {
                 .to_str()
                 .unwrap(),
         ]);
-        assert_eq!(top["at"]["live_bytes"].as_u64(), Some(want), "{name}");
-        // Key numbers as the reader sees them.
+        for (device, truth) in device_truths(&truth) {
+            let want = truth["peak"]["live_requested_bytes"]
+                .as_u64()
+                .expect("peak");
+            assert_eq!(
+                attr_of(&dom, &format!("timeline-peak-{device}"), "data-bytes"),
+                Some(want.to_string().as_str()),
+                "{name} device {device}"
+            );
+            let t = top["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["device"] == device)
+                .unwrap();
+            assert_eq!(t["at"]["live_bytes"].as_u64(), Some(want), "{name}");
+            // Key numbers as the reader sees them.
+            assert!(
+                dom.contains(&leakscope::render::count(want)),
+                "{name}: peak in the DOM"
+            );
+        }
+        // The site column of the tables is never squeezed to a sliver: the page measures
+        // its narrowest site cell.
+        let narrowest: f64 = attr_of(&dom, "ls-status", "data-site-width")
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(0.0);
         assert!(
-            dom.contains(&leakscope::render::count(want)),
-            "{name}: peak in the DOM"
+            narrowest >= 120.0,
+            "{name}: a site cell {narrowest} px wide"
         );
         let shot = shots.join(format!("{name}.png"));
         let _ = std::fs::remove_file(&shot);
@@ -367,11 +407,14 @@ fn corpus_reports_open_in_headless_chromium() {
             "{name}"
         );
         let data = embedded_data(&std::fs::read_to_string(&page).unwrap());
-        if data["timeline"]["events"]
-            .as_array()
-            .is_some_and(|e| !e.is_empty())
-        {
-            let device = data["device"].to_string();
+        for d in data["devices"].as_array().unwrap() {
+            if d["timeline"]["events"]
+                .as_array()
+                .is_none_or(|e| e.is_empty())
+            {
+                continue;
+            }
+            let device = d["device"].to_string();
             let top = leakscope_json(&[
                 "top",
                 "--at",
@@ -380,14 +423,15 @@ fn corpus_reports_open_in_headless_chromium() {
                 &device,
                 f.to_str().unwrap(),
             ]);
-            let peak = top["at"]["live_bytes"].as_u64().unwrap();
+            let at = &top["devices"][0]["at"];
+            let peak = at["live_bytes"].as_u64().unwrap();
             // The page's own maximum equals `top --at peak` unless the peak is the state
             // before the first event (then no event reaches it).
-            if top["at"]["event_index"].is_u64() {
+            if at["event_index"].is_u64() {
                 assert_eq!(
-                    attr_of(&dom, "timeline-peak", "data-bytes"),
+                    attr_of(&dom, &format!("timeline-peak-{device}"), "data-bytes"),
                     Some(peak.to_string().as_str()),
-                    "{name}"
+                    "{name} device {device}"
                 );
             }
         }

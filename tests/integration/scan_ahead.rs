@@ -177,10 +177,8 @@ fn scans_made_ahead_match_a_python_replay_and_a_one_thread_load() {
             // No segments in the file: every allocation open at the end is a mismatch.
             assert_eq!(dev["replay_mismatches"], want["open"], "{name} device {d}");
         }
-        let one_thread = LoadOptions {
-            threads: false,
-            ..LoadOptions::default()
-        };
+        let mut one_thread = LoadOptions::default();
+        one_thread.threads = false;
         let single =
             leakscope::load_path(&path, one_thread).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(

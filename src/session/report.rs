@@ -1,23 +1,26 @@
-//! Everything the HTML report shows, computed once: the summary, the decimated timeline
+//! Everything the HTML report shows, computed once per device: the decimated timeline
 //! with its markers, the largest sites over time, the leak finder's suspects with their
 //! growth per window, `top` at the peak and at the end, the OOM explanation when the trace
-//! has one, and the call tree at the peak for the flamegraph. The page itself is drawn by
-//! `render::html` from this value (also written out by `report --json`).
+//! has one, and the call tree at the peak for the flamegraph; and the file's summary. The
+//! page itself is drawn by `render::html` from this value (also written out by
+//! `report --json`).
 
 use serde::Serialize;
 
-use super::timeline::{SiteSeries, Timeline, site_series, timeline};
-use super::{leaks, oom, summary, top, tree};
-use crate::attribute::Attributor;
-use crate::model::Snapshot;
-use crate::replay::Replay;
+use super::run::DeviceRun;
+use crate::analysis::leaks::{self, DeviceLeaks};
+use crate::analysis::oom::DeviceOom;
+use crate::analysis::point::Point;
+use crate::analysis::summary::Summary;
+use crate::analysis::timeline::{SiteSeries, Timeline, site_series, timeline};
+use crate::analysis::top::{self, DeviceTop};
+use crate::analysis::tree::{self, DeviceTree};
+use crate::attribute::Site;
 use crate::windows::Windows;
-
-/// Schema name of [`ReportData`].
-pub const SCHEMA: &str = "leakscope.report/1";
 
 /// How much the report keeps.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ReportOptions {
     /// Buckets of the timeline (up to four points each).
     pub timeline_buckets: usize,
@@ -92,15 +95,15 @@ pub struct GrowthChart {
 /// One suspect's line in [`GrowthChart`].
 #[derive(Clone, Debug, Serialize)]
 pub struct GrowthLine {
-    /// The site's key.
-    pub key: String,
+    /// The site.
+    pub site: Site,
     /// `leak` or `retained`.
-    pub kind: &'static str,
+    pub kind: leaks::Kind,
     /// Survivor bytes per point.
     pub bytes: Vec<u64>,
 }
 
-fn growth_chart(report: &leaks::LeakReport, opts: &ReportOptions) -> GrowthChart {
+fn growth_chart(report: &DeviceLeaks, opts: &ReportOptions) -> GrowthChart {
     let n = report
         .suspects
         .first()
@@ -114,7 +117,7 @@ fn growth_chart(report: &leaks::LeakReport, opts: &ReportOptions) -> GrowthChart
             .iter()
             .take(opts.growth_lines)
             .map(|g| GrowthLine {
-                key: g.key.clone(),
+                site: g.site.clone(),
                 kind: g.kind,
                 bytes: bucket_max(&g.survivors_per_window, per),
             })
@@ -132,17 +135,17 @@ fn bucket_max(v: &[u64], per: usize) -> Vec<u64> {
 /// Keeps the page's size bounded whatever the trace: per-window series are in the growth
 /// chart (bucketed), and the other growing sites keep no stacks or addresses (their rows
 /// show only the site). Counts of what was left out are kept.
-fn trim_for_page(report: &mut leaks::LeakReport, rows: usize) -> (u64, u64) {
+fn trim_for_page(report: &mut DeviceLeaks, rows: usize) -> (u64, u64) {
     let dropped = (
         report.suspects.len().saturating_sub(rows) as u64,
-        report.warmup.len().saturating_sub(rows) as u64,
+        report.not_suspects.len().saturating_sub(rows) as u64,
     );
     report.suspects.truncate(rows);
-    report.warmup.truncate(rows);
+    report.not_suspects.truncate(rows);
     for g in &mut report.suspects {
         g.survivors_per_window = Vec::new();
     }
-    for g in &mut report.warmup {
+    for g in &mut report.not_suspects {
         g.survivors_per_window = Vec::new();
         g.stack = Vec::new();
         g.example_addresses = Vec::new();
@@ -157,14 +160,23 @@ pub struct ReportData {
     pub schema: &'static str,
     /// The file (as given).
     pub file: String,
-    /// The device the trace views are of.
-    pub device: i64,
     /// `summary`'s report.
-    pub summary: summary::Summary,
+    pub summary: Summary,
+    /// Every selected device that has segments or trace events.
+    pub devices: Vec<DeviceReport>,
+    /// Devices of the file with nothing recorded.
+    pub idle_devices: Vec<i64>,
+}
+
+/// What the report shows of one device.
+#[derive(Debug, Serialize)]
+pub struct DeviceReport {
+    /// The device.
+    pub device: i64,
     /// Live and reserved bytes over the trace.
     pub timeline: Timeline,
     /// The peak of live bytes (as `top --at peak` resolves it).
-    pub peak: top::Point,
+    pub peak: Point,
     /// Reserved bytes at the peak's event.
     pub peak_reserved_bytes: u64,
     /// `oom` events.
@@ -175,81 +187,73 @@ pub struct ReportData {
     pub sites: SiteSeries,
     /// The leak finder's report (trimmed: see `leak_rows_left_out`; the per-window
     /// series are in `growth`).
-    pub leaks: leaks::LeakReport,
+    pub leaks: DeviceLeaks,
     /// Survivor bytes per window of the first suspects.
     pub growth: GrowthChart,
     /// Suspects and other growing sites beyond the page's rows (`leaks` lists them all).
     pub leak_rows_left_out: (u64, u64),
     /// `top` at the peak.
-    pub top_peak: top::TopReport,
+    pub top_peak: DeviceTop,
     /// `top` at the end.
-    pub top_end: top::TopReport,
+    pub top_end: DeviceTop,
     /// The OOM explanation, when the trace has an `oom` event.
-    pub oom: Option<oom::OomReport>,
+    pub oom: Option<DeviceOom>,
     /// The call tree at the peak, for the flamegraph (not in the JSON: `tree --json` has it).
     #[serde(skip)]
-    pub peak_tree: tree::TreeReport,
+    pub peak_tree: DeviceTree,
 }
 
-/// Computes the report of device `device` of `snap`, whose replay is `replay`, with
-/// `windows` for the leak finder.
-pub fn report(
-    snap: &Snapshot,
-    file: &str,
-    replay: &Replay,
-    windows: &Windows,
-    attr: &mut Attributor,
-    opts: &ReportOptions,
-) -> ReportData {
-    let device = replay.device;
-    let summary = summary::summarize(snap, file);
-    let mut leaks = leaks::leaks(replay, windows, attr, &leaks::LeakOptions::default());
-    let growth = growth_chart(&leaks, opts);
-    let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
-    let peak = top::point_after(snap, replay, top::At::Peak, replay.peak().0);
-    let end = top::point_after(snap, replay, top::At::End, replay.last_event());
-    let top_peak = top::top(replay, peak.clone(), attr, opts.top_rows);
-    let top_end = top::top(replay, end, attr, opts.top_rows);
-    let peak_tree = tree::tree(replay, peak.clone(), attr);
-    let oom = if replay.ooms.is_empty() {
-        None
-    } else {
-        snap.devices()
-            .iter()
-            .find(|d| d.device == device)
-            .map(|dev| oom::explain_with_growth(snap, dev, replay, windows, attr))
-    };
-    let marker = |i: u32| Marker {
-        event_index: i,
-        live_bytes: replay.live.get(i as usize).copied().unwrap_or(0),
-        reserved_bytes: replay.reserved.get(i as usize).copied().unwrap_or(0),
-    };
+fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
     let step = windows
         .len()
         .div_ceil(opts.max_marked_windows.max(1))
         .max(1);
     let picked: Vec<usize> = (0..windows.len()).step_by(step).collect();
-    ReportData {
-        schema: SCHEMA,
-        file: file.to_string(),
-        device,
-        summary,
-        timeline: timeline(replay, opts.timeline_buckets),
-        peak_reserved_bytes: peak
-            .event_index
-            .map_or(replay.initial_reserved, |i| marker(i).reserved_bytes),
+    WindowMarks {
+        source: windows.source.clone(),
+        count: windows.len() as u64,
+        starts: picked.iter().map(|&w| windows.starts[w]).collect(),
+        names: picked
+            .iter()
+            .filter_map(|&w| windows.names.get(w).cloned())
+            .collect(),
+    }
+}
+
+/// The report of one device.
+pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceReport {
+    let snap = r.snapshot();
+    let o = r.leak_options.clone();
+    let (replay, windows, attr) = r.parts();
+    let mut leaks = leaks::leaks(replay, windows, attr, &o);
+    let marks = window_marks(windows, opts);
+    let growth = growth_chart(&leaks, opts);
+    let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
+    let (peak, end) = super::peak_and_end(snap, r);
+    let replay = &r.replay;
+    let marker = |i: u32| Marker {
+        event_index: i,
+        live_bytes: replay.live.get(i as usize).copied().unwrap_or(0),
+        reserved_bytes: replay.reserved.get(i as usize).copied().unwrap_or(0),
+    };
+    let peak_reserved_bytes = peak
+        .event_index
+        .map_or(replay.initial_reserved, |i| marker(i).reserved_bytes);
+    let ooms = replay.ooms.iter().map(|&i| marker(i)).collect();
+    let top_peak = top::top(replay, peak.clone(), &mut r.attr, opts.top_rows);
+    let top_end = top::top(replay, end, &mut r.attr, opts.top_rows);
+    let peak_tree = tree::tree(replay, peak.clone(), &mut r.attr);
+    let sites = site_series(replay, &mut r.attr, opts.top_sites, opts.site_samples);
+    let timeline = timeline(replay, opts.timeline_buckets);
+    let oom = (!r.replay.ooms.is_empty()).then(|| super::explain(r));
+    DeviceReport {
+        device: r.device(),
+        timeline,
         peak,
-        ooms: replay.ooms.iter().map(|&i| marker(i)).collect(),
-        windows: WindowMarks {
-            source: windows.source.clone(),
-            count: windows.len() as u64,
-            starts: picked.iter().map(|&w| windows.starts[w]).collect(),
-            names: picked
-                .iter()
-                .filter_map(|&w| windows.names.get(w).cloned())
-                .collect(),
-        },
-        sites: site_series(replay, attr, opts.top_sites, opts.site_samples),
+        peak_reserved_bytes,
+        ooms,
+        windows: marks,
+        sites,
         leaks,
         growth,
         leak_rows_left_out,

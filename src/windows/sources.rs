@@ -1,142 +1,12 @@
-//! Stage 4, `windows`: cutting a device's trace into repeated units of work
-//! (micro-batches), so growth can be measured per unit.
-//!
-//! Sources, as `--windows SPEC`: `annotation[:REGEX]` (a window per matching
-//! `record_function` START in `external_annotations`), `metadata` (a window per change of
-//! `user_metadata`), `frame:REGEX` (a window starts at each allocation whose filtered
-//! stack has a frame whose function matches, when the previous allocation's had none),
-//! `every:N` events, and `auto`. A window runs from its start to the next window's start
-//! (the last one to the end of the trace), so every event after the first start belongs
-//! to exactly one window.
+//! Where windows come from: `record_function` annotations, `user_metadata`, entries into
+//! functions, and the function that repeats least often (what `auto` falls back to).
 
 use regex::Regex;
-use serde::Serialize;
 
+use super::Windows;
 use crate::attribute::{Attributor, is_python};
 use crate::model::fxhash::FastMap;
 use crate::model::{Action, Snapshot, flags};
-
-/// How windows are made.
-#[derive(Clone, Debug)]
-pub enum WindowSpec {
-    /// Repeating annotations (optionally only names matching).
-    Annotation(Option<Regex>),
-    /// Changes of `user_metadata`.
-    Metadata,
-    /// Entries into a function.
-    Frame(Regex),
-    /// Every N events.
-    Every(u32),
-    /// Annotations that repeat, else `user_metadata`, else entries into the function that
-    /// repeats least often but at least four times.
-    Auto,
-}
-
-impl WindowSpec {
-    /// Parses a `--windows` value.
-    pub fn parse(s: &str) -> Result<WindowSpec, String> {
-        let re = |r: &str| Regex::new(r).map_err(|e| format!("`{s}`: invalid regex: {e}"));
-        Ok(match s {
-            "auto" => WindowSpec::Auto,
-            "annotation" => WindowSpec::Annotation(None),
-            "metadata" => WindowSpec::Metadata,
-            _ => {
-                if let Some(r) = s.strip_prefix("annotation:") {
-                    WindowSpec::Annotation(Some(re(r)?))
-                } else if let Some(r) = s.strip_prefix("frame:") {
-                    WindowSpec::Frame(re(r)?)
-                } else if let Some(n) = s.strip_prefix("every:") {
-                    let n: u32 = n
-                        .parse()
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| format!("`{s}`: every:N needs a positive number"))?;
-                    WindowSpec::Every(n)
-                } else {
-                    return Err(format!(
-                        "`{s}`: use auto, annotation[:REGEX], metadata, frame:REGEX or every:N"
-                    ));
-                }
-            }
-        })
-    }
-}
-
-/// The windows of one device.
-#[derive(Clone, Debug, Serialize)]
-pub struct Windows {
-    /// `annotation`, `metadata`, `frame`, `every` or `whole-trace`.
-    pub source: String,
-    /// What was matched, in words (the annotation pattern, the function, N).
-    pub detail: String,
-    /// Why this source was chosen (for `auto`) or how it was read.
-    pub reason: String,
-    /// The windows are `auto`'s guess from a repeating function (no annotations or
-    /// metadata said what a step is): they may be layers rather than micro-batches.
-    pub guessed: bool,
-    /// Event index where each window starts, increasing.
-    pub starts: Vec<u32>,
-    /// Where each window ends (exclusive): the next start, or the end of a `--within`
-    /// phase. Empty means "the next start, or the end of the trace".
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ends: Vec<u32>,
-    /// Events in the trace (the last window ends there).
-    pub events: u32,
-    /// A name per window (the annotation name, the metadata value), when there is one.
-    pub names: Vec<String>,
-}
-
-impl Windows {
-    /// Number of windows.
-    pub fn len(&self) -> usize {
-        self.starts.len()
-    }
-
-    /// True when there is no window.
-    pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
-    }
-
-    /// Event range `[start, end)` of window `k`.
-    pub fn range(&self, k: usize) -> (u32, u32) {
-        let end = match self.ends.get(k) {
-            Some(&e) => e,
-            None => self.starts.get(k + 1).copied().unwrap_or(self.events),
-        };
-        (self.starts[k], end)
-    }
-
-    /// The window holding event `i` (`None` outside every window).
-    pub fn of_event(&self, i: u32) -> Option<usize> {
-        let k = match self.starts.binary_search(&i) {
-            Ok(k) => k,
-            Err(0) => return None,
-            Err(k) => k - 1,
-        };
-        (i < self.range(k).1).then_some(k)
-    }
-
-    /// Keeps the windows that start inside one of `spans` (`[start, end)` event ranges),
-    /// each cut at the end of its span: `--within` a phase of every step.
-    pub fn restrict(&self, spans: &[(u32, u32)], what: &str) -> Windows {
-        let mut w = Windows {
-            starts: Vec::new(),
-            ends: Vec::new(),
-            names: Vec::new(),
-            reason: format!("{}; within {what}", self.reason),
-            ..self.clone()
-        };
-        for k in 0..self.len() {
-            let (s, e) = self.range(k);
-            if let Some(&(_, se)) = spans.iter().find(|(a, b)| *a <= s && s < *b) {
-                w.starts.push(s);
-                w.ends.push(e.min(se));
-                w.names.push(self.names.get(k).cloned().unwrap_or_default());
-            }
-        }
-        w
-    }
-}
 
 /// Event spans `[START, END)` of the annotations matching `re` on `device` (a START with
 /// no END runs to the end of the trace).
@@ -180,7 +50,11 @@ fn family(name: &str) -> String {
     name.chars().filter(|c| !c.is_ascii_digit()).collect()
 }
 
-fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> Option<Windows> {
+pub(super) fn annotation_windows(
+    snap: &Snapshot,
+    device: i64,
+    pattern: Option<&Regex>,
+) -> Option<Windows> {
     let trace = snap.trace(device);
     let anns = snap.external_annotations.as_ref()?;
     let timed: Vec<(i64, u32)> = (0..trace.len())
@@ -243,6 +117,7 @@ fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> 
         None => ws.first().map(|(_, n)| family(n)).unwrap_or_default(),
     };
     Some(Windows {
+        device,
         guessed: false,
         source: "annotation".into(),
         detail,
@@ -254,7 +129,7 @@ fn annotation_windows(snap: &Snapshot, device: i64, pattern: Option<&Regex>) -> 
     })
 }
 
-fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
+pub(super) fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
     let trace = snap.trace(device);
     let mut starts = Vec::new();
     let mut names = Vec::new();
@@ -273,6 +148,7 @@ fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
         }
     }
     (starts.len() >= 2).then(|| Windows {
+        device,
         guessed: false,
         source: "metadata".into(),
         detail: "user_metadata".into(),
@@ -328,12 +204,18 @@ fn entries(
     out
 }
 
-fn frame_windows(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) -> Option<Windows> {
+pub(super) fn frame_windows(
+    snap: &Snapshot,
+    device: i64,
+    attr: &Attributor,
+    re: &Regex,
+) -> Option<Windows> {
     let ent = entries(snap, device, attr, Some(re));
     let mut starts: Vec<u32> = ent.into_values().flatten().collect();
     starts.sort_unstable();
     starts.dedup();
     (!starts.is_empty()).then(|| Windows {
+        device,
         guessed: false,
         source: "frame".into(),
         detail: re.as_str().to_string(),
@@ -347,7 +229,7 @@ fn frame_windows(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) ->
 
 /// The function entered least often but at least four times, most allocations inside
 /// on ties: the outermost repeating unit of work that still gives windows to compare.
-fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Windows> {
+pub(super) fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Windows> {
     let ent = entries(snap, device, attr, None);
     let mut cands: Vec<(String, Vec<u32>)> =
         ent.into_iter().filter(|(_, v)| v.len() >= 4).collect();
@@ -361,6 +243,7 @@ fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Win
     });
     let (name, starts) = cands.into_iter().next()?;
     Some(Windows {
+        device,
         source: "frame".into(),
         guessed: true,
         detail: format!("^{}$", regex::escape(&name)),
@@ -372,39 +255,5 @@ fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Win
         starts,
         ends: Vec::new(),
         events: snap.trace(device).len() as u32,
-    })
-}
-
-/// Cuts device `device`'s trace into windows per `spec`. With nothing to go by, the
-/// whole trace is one window (and `reason` says so).
-pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributor) -> Windows {
-    let events = snap.trace(device).len() as u32;
-    let found = match spec {
-        WindowSpec::Annotation(re) => annotation_windows(snap, device, re.as_ref()),
-        WindowSpec::Metadata => metadata_windows(snap, device),
-        WindowSpec::Frame(re) => frame_windows(snap, device, attr, re),
-        WindowSpec::Every(n) => Some(Windows {
-            guessed: false,
-            source: "every".into(),
-            detail: n.to_string(),
-            reason: format!("every {n} events"),
-            starts: (0..events).step_by(*n as usize).collect(),
-            ends: Vec::new(),
-            names: vec![String::new(); events.div_ceil(*n) as usize],
-            events,
-        }),
-        WindowSpec::Auto => annotation_windows(snap, device, None)
-            .or_else(|| metadata_windows(snap, device))
-            .or_else(|| period_windows(snap, device, attr)),
-    };
-    found.filter(|w| !w.is_empty()).unwrap_or_else(|| Windows {
-        guessed: false,
-        source: "whole-trace".into(),
-        detail: String::new(),
-        reason: "nothing to cut the trace by (no matching annotations, metadata or repeating function): the whole trace is one window".into(),
-        starts: vec![0],
-        ends: Vec::new(),
-        names: vec![String::new()],
-        events,
     })
 }

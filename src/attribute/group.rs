@@ -1,0 +1,73 @@
+//! What allocations are grouped by (`--by`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// What allocations are grouped by.
+///
+/// ```
+/// use leakscope::attribute::GroupBy;
+/// assert_eq!("file".parse::<GroupBy>().unwrap(), GroupBy::File);
+/// assert!("line".parse::<GroupBy>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum GroupBy {
+    /// The allocating call site: innermost Python frame (`file:line:function`), else the
+    /// innermost C++ frame outside the allocator, dispatcher and ATen.
+    #[default]
+    Site,
+    /// The first frame of the user's own code (outside torch, the standard library and
+    /// installed packages, or as `--user-code` says).
+    User,
+    /// The whole filtered stack.
+    Stack,
+    /// The site's file.
+    File,
+    /// The site's function (`file:function`).
+    Function,
+}
+
+/// A `--by` value that is not one of the groupings.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: group by site, user, stack, file or function")]
+pub struct GroupByError(pub String);
+
+impl GroupBy {
+    /// Name as used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Site => "site",
+            GroupBy::User => "user",
+            GroupBy::Stack => "stack",
+            GroupBy::File => "file",
+            GroupBy::Function => "function",
+        }
+    }
+}
+
+impl FromStr for GroupBy {
+    type Err = GroupByError;
+
+    fn from_str(s: &str) -> Result<GroupBy, GroupByError> {
+        Ok(match s {
+            "site" => GroupBy::Site,
+            "user" => GroupBy::User,
+            "stack" => GroupBy::Stack,
+            "file" => GroupBy::File,
+            "function" => GroupBy::Function,
+            _ => return Err(GroupByError(s.to_string())),
+        })
+    }
+}
+
+impl fmt::Display for GroupBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for GroupBy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}

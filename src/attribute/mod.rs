@@ -1,0 +1,184 @@
+//! Stage 3, `attribute`: which call site (or user frame, file, function, whole stack) an
+//! allocation belongs to, after filtering frames the way a profiler user expects.
+//!
+//! Frames are classified once each ([`FrameFilters`]), shared by every device of a
+//! snapshot, and stacks are mapped to keys once each (a cache by stack id), so
+//! attributing millions of allocations costs a lookup each.
+
+mod filters;
+mod group;
+mod site;
+
+use std::sync::Arc;
+
+use crate::model::fxhash::FastMap;
+use crate::model::{FrameId, Snapshot, StackId};
+
+pub use filters::{FrameFilters, is_python};
+pub use group::{GroupBy, GroupByError};
+pub use site::{NO_FRAME, NO_USER_FRAME, Site, frame_label};
+
+use filters::FrameClasses;
+
+/// How a snapshot's frames are classified for one set of filters; built once and shared
+/// by the attributors of every device.
+#[derive(Debug, Clone)]
+pub struct Classification(Arc<FrameClasses>);
+
+impl Classification {
+    /// Classifies every frame of `snap` under `filters`.
+    pub fn new(snap: &Snapshot, filters: &FrameFilters) -> Classification {
+        Classification(Arc::new(FrameClasses::new(snap, filters)))
+    }
+}
+
+/// Maps stacks to sites under one grouping, caching per stack.
+pub struct Attributor<'s> {
+    snap: &'s Snapshot,
+    by: GroupBy,
+    classes: Arc<FrameClasses>,
+    cache: FastMap<StackId, Option<u32>>,
+    keys: Vec<Site>,
+    key_index: FastMap<Site, u32>,
+}
+
+impl<'s> Attributor<'s> {
+    /// An attributor for `snap` grouping by `by`, frames filtered by `filters`.
+    pub fn new(snap: &'s Snapshot, by: GroupBy, filters: &FrameFilters) -> Self {
+        Attributor::with(snap, by, &Classification::new(snap, filters))
+    }
+
+    /// An attributor over an existing classification of `snap`'s frames.
+    pub fn with(snap: &'s Snapshot, by: GroupBy, classes: &Classification) -> Self {
+        Attributor {
+            snap,
+            by,
+            classes: Arc::clone(&classes.0),
+            cache: FastMap::default(),
+            keys: Vec::new(),
+            key_index: FastMap::default(),
+        }
+    }
+
+    /// The grouping.
+    pub fn by(&self) -> GroupBy {
+        self.by
+    }
+
+    /// The snapshot.
+    pub fn snapshot(&self) -> &'s Snapshot {
+        self.snap
+    }
+
+    /// The frames of `stack` that survive filtering, innermost first.
+    pub fn filtered(&self, stack: StackId) -> Vec<FrameId> {
+        self.snap
+            .stacks
+            .get(stack)
+            .iter()
+            .copied()
+            .filter(|f| !self.classes.classes[f.index()].dropped)
+            .collect()
+    }
+
+    /// The frame an allocation with `frames` (filtered, innermost first) is charged to:
+    /// the innermost Python frame, else the innermost C++ frame outside the allocation
+    /// machinery, else the innermost frame.
+    fn site_frame(&self, frames: &[FrameId]) -> Option<FrameId> {
+        let class = |f: &FrameId| self.classes.classes[f.index()];
+        frames
+            .iter()
+            .find(|f| class(f).python)
+            .or_else(|| frames.iter().find(|f| !class(f).cpp_internal))
+            .or_else(|| frames.first())
+            .copied()
+    }
+
+    fn in_focus(&self, stack: StackId) -> bool {
+        !self.classes.focus
+            || self
+                .snap
+                .stacks
+                .get(stack)
+                .iter()
+                .any(|f| self.classes.classes[f.index()].focus)
+    }
+
+    fn make_site(&self, stack: StackId) -> Site {
+        let snap = self.snap;
+        let frames = self.filtered(stack);
+        let of = |f: FrameId| Site::of_frame(snap, snap.frames.get(f));
+        match self.by {
+            GroupBy::Site => self
+                .site_frame(&frames)
+                .map_or_else(|| Site::label_only(NO_FRAME), of),
+            GroupBy::User => frames
+                .iter()
+                .find(|f| self.classes.classes[f.index()].user)
+                .map_or_else(|| Site::label_only(NO_USER_FRAME), |&f| of(f)),
+            GroupBy::Stack => {
+                let mut site = self
+                    .site_frame(&frames)
+                    .map_or_else(|| Site::label_only(NO_FRAME), of);
+                if !frames.is_empty() {
+                    site.label = frames
+                        .iter()
+                        .rev()
+                        .map(|&f| frame_label(snap, snap.frames.get(f)))
+                        .collect::<Vec<_>>()
+                        .join(";");
+                }
+                site
+            }
+            GroupBy::File | GroupBy::Function => match self.site_frame(&frames) {
+                Some(f) => {
+                    let fr = snap.frames.get(f);
+                    let file = snap.strings.get(fr.filename).to_string();
+                    if self.by == GroupBy::File {
+                        Site {
+                            name: None,
+                            label: file.clone(),
+                            filename: Some(file),
+                            line: None,
+                        }
+                    } else {
+                        let name = snap.strings.get(fr.name).to_string();
+                        Site {
+                            label: format!("{file}:{name}"),
+                            name: Some(name),
+                            filename: Some(file),
+                            line: None,
+                        }
+                    }
+                }
+                None => Site::label_only(NO_FRAME),
+            },
+        }
+    }
+
+    /// The key id of an allocation with `stack`, or `None` when `--focus` leaves it out.
+    pub fn key(&mut self, stack: StackId) -> Option<u32> {
+        if let Some(&k) = self.cache.get(&stack) {
+            return k;
+        }
+        let k = self.in_focus(stack).then(|| {
+            let site = self.make_site(stack);
+            match self.key_index.get(&site) {
+                Some(&i) => i,
+                None => {
+                    let i = self.keys.len() as u32;
+                    self.keys.push(site.clone());
+                    self.key_index.insert(site, i);
+                    i
+                }
+            }
+        });
+        self.cache.insert(stack, k);
+        k
+    }
+
+    /// The site behind a key id.
+    pub fn site(&self, id: u32) -> &Site {
+        &self.keys[id as usize]
+    }
+}

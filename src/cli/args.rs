@@ -1,0 +1,383 @@
+//! The command line's arguments: clap definitions whose values are the library's typed
+//! options (parsed once, by their `FromStr`; a bad value is a usage error, exit 2).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use leakscope::analysis::At;
+use leakscope::attribute::{FrameFilters, GroupBy};
+use leakscope::session::{DeviceSelection, Options};
+use leakscope::windows::{WindowSpec, Within};
+use regex::Regex;
+
+/// Reads PyTorch CUDA / torch_npu memory snapshots and says what holds GPU memory.
+#[derive(Parser)]
+#[command(name = "leakscope", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// What a snapshot holds: format, devices, segments, blocks, bytes, trace events
+    Summary(SummaryCmd),
+    /// What holds memory at a point (end, peak, oom, an event, a time), by call site
+    Top(TopCmd),
+    /// The call sites whose memory grows per window (micro-batch): leaks and retained memory
+    Leaks(LeaksCmd),
+    /// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
+    Compare(CompareCmd),
+    /// Why an allocation failed: the request, free memory and its fragmentation, holders, growth, advice
+    Oom(OomCmd),
+    /// The segment map at a point: every segment, its blocks, free space inside and between them
+    Segments(SegmentsCmd),
+    /// A whole run: every rank and step in a directory (verl, torch_npu layouts), outliers flagged
+    Ranks(RanksCmd),
+    /// CI memory gate: limits from a budget file (and a baseline), per device; exit 1 when over budget
+    Check(CheckCmd),
+    /// How the trace is cut into windows (micro-batches) for leaks, and why
+    Windows(WindowsCmd),
+    /// The call tree of the memory live at a point: bytes per frame, inclusive and self
+    Tree(TreeCmd),
+    /// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
+    Flamegraph(FlamegraphCmd),
+    /// A self-contained HTML report (charts, tables, flamegraph per device) that opens offline
+    Report(ReportCmd),
+    /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
+    Convert(ConvertCmd),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What a snapshot holds: format, devices, segments, blocks, bytes, trace events
+#[derive(clap::Args)]
+pub struct SummaryCmd {
+    /// Snapshot file (pickle, JSON or leakscope cache; plain, .gz or .zst)
+    pub file: PathBuf,
+    /// Print JSON (schema leakscope.summary/1) instead of a table
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// What holds memory at a point (end, peak, oom, an event, a time), by call site
+#[derive(clap::Args)]
+pub struct TopCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Rows to show per device (the rest is summed in one line)
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Print JSON (schema leakscope.top/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// The call sites whose memory grows per window (micro-batch): leaks and retained memory
+#[derive(clap::Args)]
+pub struct LeaksCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub win: WindowArgs,
+    /// Windows at the start whose growth is warm-up
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// Leave out sites growing by fewer bytes per window
+    #[arg(long, default_value_t = 0)]
+    pub min_bytes: u64,
+    /// Print JSON (schema leakscope.leaks/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
+#[derive(clap::Args)]
+pub struct CompareCmd {
+    /// Run A (for example the forward-only run, or before a fix)
+    pub a: PathBuf,
+    /// Run B (for example the training run, or after a fix)
+    pub b: PathBuf,
+    #[command(flatten)]
+    pub win: WindowArgs,
+    /// Print JSON (schema leakscope.compare/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// Why an allocation failed: the request, free memory and its fragmentation, holders, growth, advice
+#[derive(clap::Args)]
+pub struct OomCmd {
+    /// Snapshot file (an OOM dump, or a snapshot taken at the failure)
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub win: WindowArgs,
+    /// Print JSON (schema leakscope.oom/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// The segment map at a point: every segment, its blocks, free space inside and between them
+#[derive(clap::Args)]
+pub struct SegmentsCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Print JSON (schema leakscope.segments/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// A whole run: every rank and step in a directory (verl, torch_npu layouts), outliers flagged
+#[derive(clap::Args)]
+pub struct RanksCmd {
+    /// Directory holding per-rank (and per-step) snapshots
+    pub dir: PathBuf,
+    /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+    #[arg(long, default_value = "auto")]
+    pub windows: WindowSpec,
+    /// Print JSON (schema leakscope.ranks/2)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// CI memory gate: limits from a budget file (and a baseline), per device; exit 1 when over budget
+#[derive(clap::Args)]
+pub struct CheckCmd {
+    /// Snapshots to check
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Budget file (TOML; see docs/leakscope.toml)
+    #[arg(long)]
+    pub budget: PathBuf,
+    /// JSON of an earlier `check --json` or `leaks --json` to compare against
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Windows (overrides the budget's [windows] spec)
+    #[arg(long)]
+    pub windows: Option<WindowSpec>,
+    /// Write JUnit XML here (a test case per limit)
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Print JSON (schema leakscope.check/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// How the trace is cut into windows (micro-batches) for leaks, and why
+#[derive(clap::Args)]
+pub struct WindowsCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub win: WindowArgs,
+    /// Print JSON (schema leakscope.windows/1)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// The call tree of the memory live at a point: bytes per frame, inclusive and self
+#[derive(clap::Args)]
+pub struct TreeCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
+    #[arg(long, default_value_t = leakscope::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
+    pub min_share: f64,
+    /// Print JSON (schema leakscope.tree/2)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
+#[derive(clap::Args)]
+pub struct FlamegraphCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub point: PointArgs,
+    /// Output file (default: flamegraph.svg; with --folded, standard output)
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Write folded stacks (`outer;...;inner BYTES` lines) instead of an SVG
+    #[arg(long)]
+    pub folded: bool,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// A self-contained HTML report (charts, tables, flamegraph per device) that opens offline
+#[derive(clap::Args)]
+pub struct ReportCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    /// Output file
+    #[arg(short, long, default_value = "leakscope-report.html")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub win: WindowArgs,
+    /// Print the report's data as JSON (schema leakscope.report/2) instead of writing HTML
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
+#[derive(clap::Args)]
+pub struct ConvertCmd {
+    /// Input snapshot
+    pub input: PathBuf,
+    /// Output file: `.msgpack` writes the cache, `.json` snapshot-shaped JSON
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}`: use a fraction from 0 to 1")),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// Largest decompressed size accepted for .gz/.zst input, in bytes
+    #[arg(long, default_value_t = 16 << 30)]
+    pub max_decompressed_bytes: u64,
+}
+
+#[derive(clap::Args)]
+pub struct PointArgs {
+    /// Where: end, peak, oom, event:N (after event N) or time:US (after the last event at or before US)
+    #[arg(long, default_value = "end")]
+    pub at: At,
+    /// Device index, or all (every device with segments or trace events)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+}
+
+#[derive(clap::Args)]
+pub struct WindowArgs {
+    /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+    #[arg(long, default_value = "auto")]
+    pub windows: WindowSpec,
+    /// Only this phase of each step: annotation:REGEX (START to END of matching annotations)
+    #[arg(long)]
+    pub within: Option<Within>,
+    /// Device index, or all (every device with segments or trace events)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+}
+
+#[derive(clap::Args)]
+pub struct GroupArgs {
+    /// Group by site (innermost Python frame; the default), user (first frame of your code),
+    /// stack, file or function
+    #[arg(long, default_value = "site")]
+    pub by: GroupBy,
+    /// Frames of your own code (for --by user), as a regex on file:line:function
+    #[arg(long)]
+    pub user_code: Option<Regex>,
+}
+
+#[derive(clap::Args)]
+pub struct FilterArgs {
+    /// Hide frames whose file:line:function matches this regex
+    #[arg(long)]
+    pub exclude: Option<Regex>,
+    /// Count only allocations with a frame whose file:line:function matches this regex
+    #[arg(long)]
+    pub focus: Option<Regex>,
+    /// Drop C++ frames
+    #[arg(long)]
+    pub python_only: bool,
+    /// Keep the interpreter and dispatcher frames PyTorch's viewer hides
+    #[arg(long)]
+    pub keep_internal: bool,
+}
+
+impl FilterArgs {
+    fn filters(&self, user_code: Option<&Regex>) -> FrameFilters {
+        let mut f = FrameFilters::default();
+        f.exclude = self.exclude.clone();
+        f.focus = self.focus.clone();
+        f.python_only = self.python_only;
+        f.keep_internal = self.keep_internal;
+        f.user_code = user_code.cloned();
+        f
+    }
+}
+
+/// The session's options from the argument groups a command has.
+pub fn options(
+    devices: DeviceSelection,
+    win: Option<&WindowArgs>,
+    group: Option<&GroupArgs>,
+    filters: &FilterArgs,
+) -> Options {
+    let mut o = Options::default();
+    o.devices = devices;
+    if let Some(w) = win {
+        o.windows = w.windows.clone();
+        o.within = w.within.clone();
+    }
+    if let Some(g) = group {
+        o.by = g.by;
+    }
+    o.filters = filters.filters(group.and_then(|g| g.user_code.as_ref()));
+    o
+}

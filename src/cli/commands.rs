@@ -1,0 +1,250 @@
+//! What each command does: open the files, ask the session, hand the report to `render`.
+//! Nothing here computes a finding.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use leakscope::budget::{Baseline, Budget};
+use leakscope::render::{self, Style};
+use leakscope::session::{self, CheckReport, Options, ReportOptions};
+
+use super::args::*;
+use super::output::{self, emit, keep_until_exit};
+use super::{OverBudget, Usage};
+
+impl SummaryCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let s = output::open(&self.file, &self.load, true)?;
+        let report = s.summary();
+        keep_until_exit(s);
+        emit(self.json, &report, |r| render::summary::text(r, style))
+    }
+}
+
+impl TopCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(self.point.device, None, Some(&self.group), &self.filters);
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.top(&opts, self.point.at, self.limit)?;
+        emit(self.json, &report, |r| render::top::text(r, style))
+    }
+}
+
+impl LeaksCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let mut opts = options(
+            self.win.device,
+            Some(&self.win),
+            Some(&self.group),
+            &self.filters,
+        );
+        opts.leaks.warmup = self.warmup;
+        opts.leaks.min_bytes = self.min_bytes;
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.leaks(&opts)?;
+        keep_until_exit(s);
+        emit(self.json, &report, |r| render::leaks::text(r, style))
+    }
+}
+
+impl CompareCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(
+            self.win.device,
+            Some(&self.win),
+            Some(&self.group),
+            &self.filters,
+        );
+        // One snapshot in memory at a time: A's side is computed and its snapshot freed
+        // before B is loaded.
+        let side_a = output::open(&self.a, &self.load, false)?.compare_side(&opts)?;
+        let s = output::open(&self.b, &self.load, false)?;
+        let side_b = s.compare_side(&opts)?;
+        keep_until_exit(s);
+        let report = session::compare(&side_a, &side_b);
+        emit(self.json, &report, |r| {
+            render::leaks::compare_text(r, style)
+        })
+    }
+}
+
+impl OomCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(
+            self.win.device,
+            Some(&self.win),
+            Some(&self.group),
+            &self.filters,
+        );
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.oom(&opts)?;
+        emit(self.json, &report, |r| render::oom::text(r, style))
+    }
+}
+
+impl SegmentsCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let mut opts = Options::default();
+        opts.devices = self.point.device;
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.segments(&opts, self.point.at)?;
+        emit(self.json, &report, |r| render::segments::text(r, style))
+    }
+}
+
+impl RanksCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let mut opts = Options::default();
+        opts.windows = self.windows.clone();
+        let report = session::ranks(&self.dir, &opts)?;
+        emit(self.json, &report, |r| render::ranks::text(r, style))
+    }
+}
+
+impl CheckCmd {
+    fn budget(&self) -> anyhow::Result<(Budget, Option<Baseline>)> {
+        let text = output::read_text(&self.budget, "budget")?;
+        let budget = Budget::parse(&text)
+            .map_err(|e| Usage(format!("budget {}: {e}", self.budget.display())))?;
+        let baseline = match &self.baseline {
+            Some(p) => Some(
+                Baseline::from_json(&output::read_text(p, "baseline")?)
+                    .map_err(|e| Usage(format!("baseline {}: {e}", p.display())))?,
+            ),
+            None => None,
+        };
+        Ok((budget, baseline))
+    }
+
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let (budget, baseline) = self.budget()?;
+        let opts = session::check_options(&budget, self.windows.clone(), &Options::default());
+        let mut checked = Vec::new();
+        for f in &self.files {
+            let s = output::open(f, &self.load, false)?;
+            checked.push(s.check(&budget, baseline.as_ref(), &opts)?);
+        }
+        let report = CheckReport::new(checked);
+        if let Some(j) = &self.junit {
+            output::file(j, render::junit::junit(&report).as_bytes())?;
+        }
+        emit(self.json, &report, |r| render::check::text(r, style))?;
+        if report.passed {
+            Ok(())
+        } else {
+            Err(OverBudget.into())
+        }
+    }
+}
+
+impl WindowsCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(self.win.device, Some(&self.win), None, &self.filters);
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.windows(&opts)?;
+        emit(self.json, &report, |r| {
+            render::leaks::windows_text(r, style)
+        })
+    }
+}
+
+impl TreeCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(self.point.device, None, None, &self.filters);
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.tree(&opts, self.point.at)?;
+        if self.json {
+            output::stdout(&render::json::tree(&report)?)
+        } else {
+            output::stdout(&render::tree::text(&report, self.min_share, style))
+        }
+    }
+}
+
+impl FlamegraphCmd {
+    pub fn run(&self) -> anyhow::Result<()> {
+        let opts = options(self.point.device, None, None, &self.filters);
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.tree(&opts, self.point.at)?;
+        let lines = render::flamegraph::report_lines(&report);
+        if self.folded {
+            if report.devices.is_empty() {
+                eprintln!("{}", render::idle_line(&report.file, 0, &[]).trim_end());
+            }
+            let text = render::flamegraph::folded_text(&lines);
+            return match &self.output {
+                Some(p) => output::file(p, text.as_bytes()),
+                None => output::stdout(&text),
+            };
+        }
+        let path = self
+            .output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("flamegraph.svg"));
+        let svg = render::flamegraph::report_svg(&report, &lines, opts.filters.focus.is_some())
+            .context("cannot draw the flame graph")?;
+        output::file(&path, &svg)?;
+        eprintln!(
+            "wrote {}",
+            render::flamegraph::written(&path, &report, &lines)
+        );
+        Ok(())
+    }
+}
+
+impl ReportCmd {
+    pub fn run(&self) -> anyhow::Result<()> {
+        let opts = options(
+            self.win.device,
+            Some(&self.win),
+            Some(&self.group),
+            &self.filters,
+        );
+        let s = output::open(&self.file, &self.load, false)?;
+        let data = s.report(&opts, &ReportOptions::default())?;
+        let data_json = serde_json::to_string(&data)?;
+        if self.json {
+            return output::stdout(&(data_json + "\n"));
+        }
+        let svgs =
+            render::flamegraph::report_page_svgs(&data).context("cannot draw the flame graph")?;
+        let html = render::html::page(&data, &data_json, &svgs);
+        output::file(&self.output, html.as_bytes())?;
+        eprintln!(
+            "wrote {}",
+            render::html::written(&self.output, &data, html.len())
+        );
+        Ok(())
+    }
+}
+
+impl ConvertCmd {
+    pub fn run(&self) -> anyhow::Result<()> {
+        let out: &Path = &self.output;
+        let ext = out
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if !matches!(ext.as_str(), "msgpack" | "mpk" | "json") {
+            return Err(Usage(format!(
+                "cannot tell the output format from {}: name it .msgpack (leakscope cache) or .json",
+                out.display()
+            ))
+            .into());
+        }
+        let s = output::open(&self.input, &self.load, false)?;
+        if ext == "json" {
+            let f = std::fs::File::create(out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            leakscope::convert::write_json(s.snapshot(), &mut w)?;
+            std::io::Write::flush(&mut w)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+        } else {
+            output::file(out, &leakscope::load::cache::encode(s.snapshot())?)?;
+        }
+        eprintln!("wrote {}", out.display());
+        Ok(())
+    }
+}

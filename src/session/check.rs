@@ -1,0 +1,121 @@
+//! `check`: a compiled budget applied to every device of every file.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::reports::schema;
+use super::{Options, Session, SessionError};
+use crate::analysis::check::{self, Case, Measured};
+use crate::analysis::leaks;
+use crate::analysis::point::{At, point_after};
+use crate::analysis::top;
+use crate::budget::{Baseline, Budget};
+
+/// One device's check.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceCheck {
+    /// The device.
+    pub device: i64,
+    /// What it measured.
+    pub measured: Measured,
+    /// Every limit, passed or not.
+    pub cases: Vec<Case>,
+}
+
+/// One file's check.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileCheck {
+    /// The file.
+    pub file: String,
+    /// Every selected device that has segments or trace events.
+    pub devices: Vec<DeviceCheck>,
+}
+
+impl FileCheck {
+    /// Whether every case of every device passed.
+    pub fn passed(&self) -> bool {
+        self.devices
+            .iter()
+            .all(|d| d.cases.iter().all(|c| c.passed))
+    }
+}
+
+/// `leakscope check` (`leakscope.check/2`).
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// Schema name.
+    pub schema: &'static str,
+    /// Every file checked.
+    pub files: Vec<FileCheck>,
+    /// Whether every case passed.
+    pub passed: bool,
+}
+
+impl CheckReport {
+    /// The report of these files' checks.
+    pub fn new(files: Vec<FileCheck>) -> CheckReport {
+        CheckReport {
+            schema: schema::CHECK,
+            passed: files.iter().all(FileCheck::passed),
+            files,
+        }
+    }
+}
+
+impl Session {
+    /// Applies `budget` (and a baseline) to every selected device. The budget's own
+    /// `[windows]` apply where the options keep the defaults.
+    pub fn check(
+        &self,
+        budget: &Budget,
+        baseline: Option<&Baseline>,
+        opts: &Options,
+    ) -> Result<FileCheck, SessionError> {
+        let mut runs = self.runs(opts)?;
+        self.cut_windows(&mut runs, opts)?;
+        let snap = self.snapshot();
+        let devices = runs
+            .par_iter_mut()
+            .map(|r| {
+                let o = r.leak_options.clone();
+                let (rep, w, attr) = r.parts();
+                let found = leaks::leaks(rep, w, attr, &o);
+                let end_point = point_after(snap, &r.replay, At::End, r.replay.last_event());
+                let end = top::top(&r.replay, end_point, &mut r.attr, usize::MAX);
+                let measured = check::measure(
+                    &found,
+                    r.replay.peak().1,
+                    r.view.held_bytes(),
+                    r.view.reserved_bytes(),
+                );
+                let base = baseline.and_then(|b| b.for_device(r.device()));
+                DeviceCheck {
+                    device: r.device(),
+                    cases: check::evaluate(budget, &found, &end, &measured, base),
+                    measured,
+                }
+            })
+            .collect();
+        Ok(FileCheck {
+            file: self.name().to_string(),
+            devices,
+        })
+    }
+}
+
+/// [`check`](Session::check)'s options: the caller's, with the budget's `[windows]` where
+/// the caller left the defaults.
+pub fn check_options(
+    budget: &Budget,
+    windows: Option<crate::windows::WindowSpec>,
+    base: &Options,
+) -> Options {
+    let mut o = base.clone();
+    if let Some(w) = windows.or_else(|| budget.windows.clone()) {
+        o.windows = w;
+    }
+    if o.within.is_none() {
+        o.within = budget.within.clone();
+    }
+    o
+}

@@ -1,0 +1,366 @@
+//! The session layer: "these files, these options" into reports. Every front end (the
+//! command line, the Python binding, the Ray runner, tests, fuzz targets) calls it, so the
+//! sequence load → replay → attribute → windows → analysis lives here once.
+//!
+//! A [`Session`] holds one loaded snapshot. Each report covers every device that has
+//! segments or trace events (or the one [`DeviceSelection::Only`] names), each device
+//! replayed once into a [`DeviceRun`] that its analyses share; devices are worked on in
+//! parallel.
+//!
+//! ```
+//! use leakscope::session::{Options, Session};
+//! let s = Session::open("fixtures/scenarios/pp_last_stage_recv_pinned.pickle", Default::default())?;
+//! let report = s.leaks(&Options::default())?;
+//! let top = &report.devices[0].suspects[0];
+//! assert!(top.site.label.ends_with("create_tensor_recv_prev"));
+//! # Ok::<(), leakscope::session::SessionError>(())
+//! ```
+
+mod check;
+mod compare;
+mod discover;
+mod error;
+mod options;
+mod ranks;
+mod report;
+mod reports;
+mod run;
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::analysis::oom::{self, DeviceOom};
+use crate::analysis::point::{self, At, Point};
+use crate::analysis::summary::{self, Summary};
+use crate::analysis::{leaks, segments, top, tree};
+use crate::attribute::Classification;
+use crate::load::{LoadOptions, load_path};
+use crate::model::Snapshot;
+use crate::replay::AllocatorState;
+
+pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
+pub use compare::{CompareReport, Unpaired, compare};
+pub use discover::{Found, discover};
+pub use error::SessionError;
+pub use options::{DeviceSelection, DeviceSelectionError, Options};
+pub use ranks::{RanksReport, ranks};
+pub use report::{
+    DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
+};
+pub use reports::{
+    LeaksReport, OomReport, SegmentsReport, TopReport, TreeReport, Unresolved, WindowsReport,
+    schema,
+};
+pub use run::DeviceRun;
+
+/// One loaded snapshot and the name it is reported under.
+pub struct Session {
+    snap: Snapshot,
+    name: String,
+}
+
+/// The devices a report covers and the ones it leaves out as empty.
+struct Selected {
+    devices: Vec<i64>,
+    idle: Vec<i64>,
+}
+
+impl Session {
+    /// Loads `path`.
+    pub fn open(path: impl AsRef<Path>, opts: LoadOptions) -> Result<Session, SessionError> {
+        let path = path.as_ref();
+        let snap = load_path(path, opts)?;
+        Ok(Session::from_snapshot(snap, path.display().to_string()))
+    }
+
+    /// A session over a snapshot already in memory, reported as `name`.
+    pub fn from_snapshot(snap: Snapshot, name: impl Into<String>) -> Session {
+        Session {
+            snap,
+            name: name.into(),
+        }
+    }
+
+    /// The snapshot.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snap
+    }
+
+    /// The name reports give the file.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Devices with segments or trace events.
+    pub fn active_devices(&self) -> Vec<i64> {
+        self.snap
+            .devices()
+            .iter()
+            .filter(|d| !d.segments.is_empty() || !d.trace.is_empty())
+            .map(|d| d.device)
+            .collect()
+    }
+
+    fn select(&self, sel: DeviceSelection) -> Result<Selected, SessionError> {
+        let all = self.snap.device_indices();
+        let active = self.active_devices();
+        let idle = all
+            .iter()
+            .copied()
+            .filter(|d| !active.contains(d))
+            .collect();
+        match sel {
+            DeviceSelection::All => Ok(Selected {
+                devices: active,
+                idle,
+            }),
+            DeviceSelection::Only(d) if all.contains(&d) => Ok(Selected {
+                devices: vec![d],
+                idle: Vec::new(),
+            }),
+            DeviceSelection::Only(device) => Err(SessionError::NoDevice {
+                file: self.name.clone(),
+                device,
+                available: all,
+            }),
+        }
+    }
+
+    /// The selected devices replayed (in parallel), in index order.
+    pub fn runs(&self, opts: &Options) -> Result<Vec<DeviceRun<'_>>, SessionError> {
+        Ok(self.runs_of(&self.select(opts.devices)?.devices, opts))
+    }
+
+    fn runs_of(&self, devices: &[i64], opts: &Options) -> Vec<DeviceRun<'_>> {
+        let classes = Classification::new(&self.snap, &opts.filters);
+        let views: Vec<_> = self
+            .snap
+            .devices()
+            .into_iter()
+            .filter(|v| devices.contains(&v.device))
+            .collect();
+        views
+            .into_par_iter()
+            .map(|v| DeviceRun::new(&self.snap, v, opts, &classes))
+            .collect()
+    }
+
+    /// Cuts every run's windows; an error when `--within` matched on none of them.
+    fn cut_windows(&self, runs: &mut [DeviceRun], opts: &Options) -> Result<(), SessionError> {
+        runs.par_iter_mut().for_each(|r| {
+            r.windows();
+        });
+        match &opts.within {
+            Some(w) if !runs.is_empty() && runs.iter().all(|r| !r.within_matched()) => {
+                Err(SessionError::NoWithin {
+                    file: self.name.clone(),
+                    within: w.to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `summary`: what the file holds, per device and in total.
+    pub fn summary(&self) -> Summary {
+        summary::summarize(&self.snap, &self.name)
+    }
+
+    /// `leaks`: the sites that grow per window, on every selected device.
+    pub fn leaks(&self, opts: &Options) -> Result<LeaksReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        self.cut_windows(&mut runs, opts)?;
+        let devices = runs
+            .par_iter_mut()
+            .map(|r| {
+                let o = r.leak_options.clone();
+                let (rep, w, attr) = r.parts();
+                leaks::leaks(rep, w, attr, &o)
+            })
+            .collect();
+        Ok(LeaksReport {
+            schema: schema::LEAKS,
+            file: self.name.clone(),
+            by: opts.by,
+            devices,
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// `windows`: how each selected device's trace is cut, and why.
+    pub fn windows(&self, opts: &Options) -> Result<WindowsReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        self.cut_windows(&mut runs, opts)?;
+        Ok(WindowsReport {
+            schema: schema::WINDOWS,
+            file: self.name.clone(),
+            devices: runs.iter_mut().map(|r| r.windows().clone()).collect(),
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// Resolves `at` on every run; an error when it exists on none.
+    fn points(
+        &self,
+        runs: &[DeviceRun],
+        at: At,
+    ) -> Result<(Vec<Option<Point>>, Vec<Unresolved>), SessionError> {
+        let mut points = Vec::with_capacity(runs.len());
+        let mut unresolved = Vec::new();
+        for r in runs {
+            match point::resolve(&self.snap, &r.replay, at) {
+                Ok(p) => points.push(Some(p)),
+                Err(reason) => {
+                    points.push(None);
+                    unresolved.push(Unresolved {
+                        device: r.device(),
+                        reason,
+                    });
+                }
+            }
+        }
+        if !runs.is_empty() && points.iter().all(Option::is_none) {
+            return Err(SessionError::NoPoint {
+                file: self.name.clone(),
+                at,
+                reasons: unresolved.into_iter().map(|u| u.reason).collect(),
+            });
+        }
+        Ok((points, unresolved))
+    }
+
+    /// `top`: what holds memory at `at` on every selected device, `limit` rows each.
+    pub fn top(&self, opts: &Options, at: At, limit: usize) -> Result<TopReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        let (points, unresolved) = self.points(&runs, at)?;
+        let devices = runs
+            .iter_mut()
+            .zip(points)
+            .filter_map(|(r, p)| Some(top::top(&r.replay, p?, &mut r.attr, limit)))
+            .collect();
+        Ok(TopReport {
+            schema: schema::TOP,
+            file: self.name.clone(),
+            at,
+            by: opts.by,
+            devices,
+            unresolved,
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// `tree`: the call tree of the memory live at `at` on every selected device.
+    pub fn tree(&self, opts: &Options, at: At) -> Result<TreeReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        let (points, unresolved) = self.points(&runs, at)?;
+        let devices = runs
+            .iter_mut()
+            .zip(points)
+            .filter_map(|(r, p)| Some(tree::tree(&r.replay, p?, &mut r.attr)))
+            .collect();
+        Ok(TreeReport {
+            schema: schema::TREE,
+            file: self.name.clone(),
+            at,
+            devices,
+            unresolved,
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// `segments`: the segment map at `at` on every selected device.
+    pub fn segments(&self, opts: &Options, at: At) -> Result<SegmentsReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let runs = self.runs_of(&sel.devices, opts);
+        let (points, unresolved) = self.points(&runs, at)?;
+        let devices = runs
+            .iter()
+            .zip(points)
+            .filter_map(|(r, p)| {
+                let p = p?;
+                let state = match at {
+                    At::End => AllocatorState::at_end(&r.view),
+                    _ => AllocatorState::after(&r.view, p.event_index),
+                };
+                Some(segments::segments(r.device(), p, &state))
+            })
+            .collect();
+        Ok(SegmentsReport {
+            schema: schema::SEGMENTS,
+            file: self.name.clone(),
+            at,
+            devices,
+            unresolved,
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// `oom`: why an allocation failed on each device with an `oom` event (each selected
+    /// device's end state when none has one), with what grew in the windows before.
+    pub fn oom(&self, opts: &Options) -> Result<OomReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let failed: Vec<i64> = oom::oom_devices(&self.snap)
+            .into_iter()
+            .filter(|d| sel.devices.contains(d))
+            .collect();
+        let devices = if failed.is_empty() {
+            &sel.devices
+        } else {
+            &failed
+        };
+        let mut runs = self.runs_of(devices, opts);
+        self.cut_windows(&mut runs, opts)?;
+        Ok(OomReport {
+            schema: schema::OOM,
+            file: self.name.clone(),
+            devices: runs.par_iter_mut().map(explain).collect(),
+            idle_devices: sel.idle,
+        })
+    }
+
+    /// The data of the HTML report: every selected device's timeline, leaks, holders and
+    /// OOM, computed once.
+    pub fn report(
+        &self,
+        opts: &Options,
+        ropts: &ReportOptions,
+    ) -> Result<ReportData, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        self.cut_windows(&mut runs, opts)?;
+        let devices = runs
+            .par_iter_mut()
+            .map(|r| report::device_report(r, ropts))
+            .collect();
+        Ok(ReportData {
+            schema: schema::REPORT,
+            file: self.name.clone(),
+            summary: self.summary(),
+            devices,
+            idle_devices: sel.idle,
+        })
+    }
+}
+
+/// The OOM explanation of one run: the leak finder over the windows before the failure,
+/// then the state at it.
+pub(crate) fn explain(r: &mut DeviceRun) -> DeviceOom {
+    let o = r.leak_options.clone();
+    let snap = r.snapshot();
+    let (rep, w, attr) = r.parts();
+    let before = leaks::leaks(rep, &oom::windows_before(w, rep), attr, &o);
+    oom::explain(snap, &r.view, &r.replay, &mut r.attr, &before)
+}
+
+/// Peak and end points of a run (they always exist).
+pub(crate) fn peak_and_end(snap: &Snapshot, r: &DeviceRun) -> (Point, Point) {
+    (
+        point::point_after(snap, &r.replay, At::Peak, r.replay.peak().0),
+        point::point_after(snap, &r.replay, At::End, r.replay.last_event()),
+    )
+}

@@ -1,0 +1,90 @@
+//! One device of a session: its view, replay, attribution and windows, built once and
+//! shared by every analysis of it.
+
+use crate::analysis::LeakOptions;
+use crate::attribute::{Attributor, Classification};
+use crate::model::{DeviceView, Snapshot};
+use crate::replay::{self, Replay};
+use crate::windows::{self, WindowSpec, Windows, Within};
+
+use super::options::Options;
+
+/// One device of a session, ready for the analyses. The replay is made when the run is;
+/// the windows when an analysis first needs them.
+pub struct DeviceRun<'s> {
+    /// The device's segments and trace.
+    pub view: DeviceView<'s>,
+    /// Its trace replayed against its segments.
+    pub replay: Replay,
+    /// Sites of its allocations, under the session's grouping and filters.
+    pub attr: Attributor<'s>,
+    /// The leak finder's options.
+    pub leak_options: LeakOptions,
+    spec: WindowSpec,
+    within: Option<Within>,
+    windows: Option<Windows>,
+    within_matched: bool,
+}
+
+impl<'s> DeviceRun<'s> {
+    /// Replays `view` and prepares its attribution.
+    pub fn new(
+        snap: &'s Snapshot,
+        view: DeviceView<'s>,
+        opts: &Options,
+        classes: &Classification,
+    ) -> DeviceRun<'s> {
+        DeviceRun {
+            replay: replay::replay(&view),
+            attr: Attributor::with(snap, opts.by, classes),
+            view,
+            leak_options: opts.leaks.clone(),
+            spec: opts.windows.clone(),
+            within: opts.within.clone(),
+            windows: None,
+            within_matched: true,
+        }
+    }
+
+    /// The device index.
+    pub fn device(&self) -> i64 {
+        self.view.device
+    }
+
+    /// The snapshot.
+    pub fn snapshot(&self) -> &'s Snapshot {
+        self.attr.snapshot()
+    }
+
+    /// The replay, the windows (cut now if they were not yet) and the attributor at once:
+    /// the leak finder reads the first two while it keys allocations with the third.
+    pub fn parts(&mut self) -> (&Replay, &Windows, &mut Attributor<'s>) {
+        let (snap, d) = (self.attr.snapshot(), self.view.device);
+        let (spec, within, attr) = (&self.spec, &self.within, &self.attr);
+        let mut matched = true;
+        let w = self.windows.get_or_insert_with(|| {
+            let w = windows::windows(snap, d, spec, attr);
+            match within {
+                None => w,
+                Some(within) => {
+                    let spans = windows::annotation_spans(snap, d, &within.annotation);
+                    matched = !spans.is_empty();
+                    w.restrict(&spans, &within.to_string())
+                }
+            }
+        });
+        self.within_matched &= matched;
+        (&self.replay, w, &mut self.attr)
+    }
+
+    /// The windows, cut now if they were not yet.
+    pub fn windows(&mut self) -> &Windows {
+        self.parts().1
+    }
+
+    /// Whether `--within` (if given) matched an annotation of this device; known once the
+    /// windows are cut.
+    pub fn within_matched(&self) -> bool {
+        self.within_matched
+    }
+}
