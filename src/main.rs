@@ -10,8 +10,8 @@ use leakscope::render::Style;
 
 mod cli;
 
-use cli::OverBudget;
 use cli::args::{Cli, Command};
+use cli::exit::OverBudget;
 
 #[global_allocator]
 static ALLOCATOR: cli::huge_pages::HugePageHint = cli::huge_pages::HugePageHint;
@@ -44,13 +44,13 @@ fn main() -> ExitCode {
     let args = Cli::parse();
     let started = std::time::Instant::now();
     let result = run(args);
-    cli::timings(started);
+    cli::timings::timings(started);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<OverBudget>().is_some() => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("leakscope: {e:#}");
-            ExitCode::from(cli::exit_code(&e))
+            ExitCode::from(cli::exit::exit_code(&e))
         }
     }
 }

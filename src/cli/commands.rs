@@ -9,8 +9,8 @@ use leakscope::render::{self, Style};
 use leakscope::session::{self, CheckReport, Options, ReportOptions};
 
 use super::args::*;
+use super::exit::{OverBudget, Usage};
 use super::output::{self, emit, keep_until_exit};
-use super::{OverBudget, Usage};
 
 impl SummaryCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {

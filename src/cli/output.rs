@@ -14,10 +14,6 @@ use super::args::LoadArgs;
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
 
-/// Seconds spent loading, for `LEAKSCOPE_TIMINGS=1` (which prints load and total times
-/// to stderr, so the cost of an analysis can be told from the cost of reading the file).
-pub static LOAD_SECONDS: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
-
 fn progress_bar(path: &Path) -> Option<indicatif::ProgressBar> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     (size > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
@@ -52,7 +48,7 @@ pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
-    if let Ok(mut s) = LOAD_SECONDS.lock() {
+    if let Ok(mut s) = super::timings::LOAD_SECONDS.lock() {
         *s += started.elapsed().as_secs_f64();
     }
     let session = session?;
@@ -100,6 +96,7 @@ pub fn file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
 
 /// Reads a text file the options name (a budget, a baseline).
 pub fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| super::Usage(format!("cannot read the {what} {}: {e}", path.display())).into())
+    std::fs::read_to_string(path).map_err(|e| {
+        super::exit::Usage(format!("cannot read the {what} {}: {e}", path.display())).into()
+    })
 }

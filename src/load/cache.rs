@@ -2,8 +2,6 @@
 //! large pickle is parsed once and reloaded fast. Its contents are validated on read
 //! like any other untrusted input.
 
-use std::path::Path;
-
 use crate::error::{LoadErrorKind, WriteError};
 use crate::model::Snapshot;
 
@@ -21,15 +19,6 @@ pub fn encode(snap: &Snapshot) -> Result<Vec<u8>, WriteError> {
         message: e.to_string(),
     })?;
     Ok(out)
-}
-
-/// Writes a cache file.
-pub fn write(snap: &Snapshot, path: &Path) -> Result<(), WriteError> {
-    let bytes = encode(snap)?;
-    std::fs::write(path, bytes).map_err(|source| WriteError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// Decodes a cache file image.

@@ -1,10 +1,10 @@
 //! The one in-memory model every analysis reads: interned frames and stacks, columnar
 //! trace events per device, segments with their blocks, annotations and settings.
 
-pub mod addr_map;
+pub(crate) mod addr_map;
 mod event;
 mod frames;
-pub mod fxhash;
+pub(crate) mod fxhash;
 mod ids;
 mod line;
 mod scan;

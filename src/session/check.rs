@@ -3,11 +3,12 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::Session;
+use super::error::SessionError;
+use super::options::Options;
 use super::reports::schema;
-use super::{Options, Session, SessionError};
 use crate::analysis::check::{self, Case, Measured};
 use crate::analysis::leaks;
-use crate::analysis::point::{At, point_after};
 use crate::analysis::top;
 use crate::budget::{Baseline, Budget};
 
@@ -73,14 +74,13 @@ impl Session {
     ) -> Result<FileCheck, SessionError> {
         let mut runs = self.runs(opts)?;
         self.cut_windows(&mut runs, opts)?;
-        let snap = self.snapshot();
         let devices = runs
             .par_iter_mut()
             .map(|r| {
                 let o = r.leak_options.clone();
                 let (rep, w, attr) = r.parts();
                 let found = leaks::leaks(rep, w, attr, &o);
-                let end_point = point_after(snap, &r.replay, At::End, r.replay.last_event());
+                let end_point = r.end_point();
                 let end = top::top(&r.replay, end_point, &mut r.attr, usize::MAX);
                 let measured = check::measure(
                     &found,

@@ -4,11 +4,12 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::Session;
+use super::error::SessionError;
+use super::options::Options;
 use super::reports::schema;
-use super::{Options, Session, SessionError};
 use crate::analysis::compare::{self, DeviceCompare, SideInput, backward_bytes};
 use crate::analysis::leaks::{self, DeviceLeaks};
-use crate::analysis::point::{At, point_after};
 use crate::analysis::top::{self, DeviceTop};
 
 /// One device of one run, ready to compare.
@@ -69,7 +70,7 @@ impl Session {
                 let o = r.leak_options.clone();
                 let (rep, w, attr) = r.parts();
                 let leaks = leaks::leaks(rep, w, attr, &o);
-                let end = point_after(snap, &r.replay, At::End, r.replay.last_event());
+                let end = r.end_point();
                 SideDevice {
                     leaks,
                     end: top::top(&r.replay, end, &mut r.attr, usize::MAX),

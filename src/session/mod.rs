@@ -30,8 +30,9 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::analysis::oom::{self, DeviceOom};
+use crate::analysis::oom;
 use crate::analysis::point::{self, At, Point};
+
 use crate::analysis::summary::{self, Summary};
 use crate::analysis::{leaks, segments, top, tree};
 use crate::attribute::Classification;
@@ -318,7 +319,7 @@ impl Session {
         Ok(OomReport {
             schema: schema::OOM,
             file: self.name.clone(),
-            devices: runs.par_iter_mut().map(explain).collect(),
+            devices: runs.par_iter_mut().map(|r| r.explain_oom()).collect(),
             idle_devices: sel.idle,
         })
     }
@@ -345,22 +346,4 @@ impl Session {
             idle_devices: sel.idle,
         })
     }
-}
-
-/// The OOM explanation of one run: the leak finder over the windows before the failure,
-/// then the state at it.
-pub(crate) fn explain(r: &mut DeviceRun) -> DeviceOom {
-    let o = r.leak_options.clone();
-    let snap = r.snapshot();
-    let (rep, w, attr) = r.parts();
-    let before = leaks::leaks(rep, &oom::windows_before(w, rep), attr, &o);
-    oom::explain(snap, &r.view, &r.replay, &mut r.attr, &before)
-}
-
-/// Peak and end points of a run (they always exist).
-pub(crate) fn peak_and_end(snap: &Snapshot, r: &DeviceRun) -> (Point, Point) {
-    (
-        point::point_after(snap, &r.replay, At::Peak, r.replay.peak().0),
-        point::point_after(snap, &r.replay, At::End, r.replay.last_event()),
-    )
 }

@@ -7,9 +7,11 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::Session;
 use super::discover::{Found, discover};
+use super::error::SessionError;
+use super::options::Options;
 use super::reports::schema;
-use super::{Options, Session, SessionError};
 use crate::analysis::leaks;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
 use crate::load::LoadOptions;

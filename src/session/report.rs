@@ -222,14 +222,13 @@ fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
 
 /// The report of one device.
 pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceReport {
-    let snap = r.snapshot();
     let o = r.leak_options.clone();
     let (replay, windows, attr) = r.parts();
     let mut leaks = leaks::leaks(replay, windows, attr, &o);
     let marks = window_marks(windows, opts);
     let growth = growth_chart(&leaks, opts);
     let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
-    let (peak, end) = super::peak_and_end(snap, r);
+    let (peak, end) = r.peak_and_end();
     let replay = &r.replay;
     let marker = |i: u32| Marker {
         event_index: i,
@@ -245,7 +244,7 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
     let peak_tree = tree::tree(replay, peak.clone(), &mut r.attr);
     let sites = site_series(replay, &mut r.attr, opts.top_sites, opts.site_samples);
     let timeline = timeline(replay, opts.timeline_buckets);
-    let oom = (!r.replay.ooms.is_empty()).then(|| super::explain(r));
+    let oom = (!r.replay.ooms.is_empty()).then(|| r.explain_oom());
     DeviceReport {
         device: r.device(),
         timeline,

@@ -2,6 +2,9 @@
 //! shared by every analysis of it.
 
 use crate::analysis::LeakOptions;
+use crate::analysis::leaks;
+use crate::analysis::oom::{self, DeviceOom};
+use crate::analysis::point::{At, Point, point_after};
 use crate::attribute::{Attributor, Classification};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{self, Replay};
@@ -86,5 +89,36 @@ impl<'s> DeviceRun<'s> {
     /// windows are cut.
     pub fn within_matched(&self) -> bool {
         self.within_matched
+    }
+
+    /// The point after the last event (it always exists).
+    pub fn end_point(&self) -> Point {
+        point_after(
+            self.snapshot(),
+            &self.replay,
+            At::End,
+            self.replay.last_event(),
+        )
+    }
+
+    /// The points of the peak and of the end (they always exist).
+    pub fn peak_and_end(&self) -> (Point, Point) {
+        let peak = point_after(
+            self.snapshot(),
+            &self.replay,
+            At::Peak,
+            self.replay.peak().0,
+        );
+        (peak, self.end_point())
+    }
+
+    /// The OOM explanation: the leak finder over the windows before the failure, then the
+    /// allocator's state at it (the end state when there is no failure).
+    pub fn explain_oom(&mut self) -> DeviceOom {
+        let o = self.leak_options.clone();
+        let snap = self.snapshot();
+        let (rep, w, attr) = self.parts();
+        let before = leaks::leaks(rep, &oom::windows_before(w, rep), attr, &o);
+        oom::explain(snap, &self.view, &self.replay, &mut self.attr, &before)
     }
 }

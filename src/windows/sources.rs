@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use super::Windows;
+use super::set::Windows;
 use crate::attribute::{Attributor, is_python};
 use crate::model::fxhash::FastMap;
 use crate::model::{Action, Snapshot, flags};
