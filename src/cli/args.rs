@@ -71,19 +71,15 @@ pub struct TopCmd {
     /// Snapshot file
     pub file: PathBuf,
     #[command(flatten)]
-    pub point: PointArgs,
+    pub at: AtPoint,
+    #[command(flatten)]
+    pub group: GroupArgs,
     /// Rows to show per device (the rest is summed in one line)
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
     /// Print JSON (schema leakscope.top/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub group: GroupArgs,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// The call sites whose memory grows per window (micro-batch): leaks and retained memory
@@ -92,7 +88,7 @@ pub struct LeaksCmd {
     /// Snapshot file
     pub file: PathBuf,
     #[command(flatten)]
-    pub win: WindowArgs,
+    pub analysis: Analysis,
     /// Windows at the start whose growth is warm-up
     #[arg(long, default_value_t = 0)]
     pub warmup: usize,
@@ -102,12 +98,6 @@ pub struct LeaksCmd {
     /// Print JSON (schema leakscope.leaks/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub group: GroupArgs,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
@@ -118,16 +108,10 @@ pub struct CompareCmd {
     /// Run B (for example the training run, or after a fix)
     pub b: PathBuf,
     #[command(flatten)]
-    pub win: WindowArgs,
+    pub analysis: Analysis,
     /// Print JSON (schema leakscope.compare/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub group: GroupArgs,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// Why an allocation failed: the request, free memory and its fragmentation, holders, growth, advice
@@ -136,16 +120,10 @@ pub struct OomCmd {
     /// Snapshot file (an OOM dump, or a snapshot taken at the failure)
     pub file: PathBuf,
     #[command(flatten)]
-    pub win: WindowArgs,
+    pub analysis: Analysis,
     /// Print JSON (schema leakscope.oom/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub group: GroupArgs,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// The segment map at a point: every segment, its blocks, free space inside and between them
@@ -155,11 +133,11 @@ pub struct SegmentsCmd {
     pub file: PathBuf,
     #[command(flatten)]
     pub point: PointArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Print JSON (schema leakscope.segments/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// A whole run: every rank and step in a directory (verl, torch_npu layouts), outliers flagged
@@ -207,13 +185,13 @@ pub struct WindowsCmd {
     pub file: PathBuf,
     #[command(flatten)]
     pub win: WindowArgs,
-    /// Print JSON (schema leakscope.windows/1)
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
     pub filters: FilterArgs,
     #[command(flatten)]
     pub load: LoadArgs,
+    /// Print JSON (schema leakscope.windows/1)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The call tree of the memory live at a point: bytes per frame, inclusive and self
@@ -222,17 +200,13 @@ pub struct TreeCmd {
     /// Snapshot file
     pub file: PathBuf,
     #[command(flatten)]
-    pub point: PointArgs,
+    pub at: AtPoint,
     /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
     #[arg(long, default_value_t = leakscope::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
     pub min_share: f64,
     /// Print JSON (schema leakscope.tree/2)
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
@@ -241,17 +215,13 @@ pub struct FlamegraphCmd {
     /// Snapshot file
     pub file: PathBuf,
     #[command(flatten)]
-    pub point: PointArgs,
+    pub at: AtPoint,
     /// Output file (default: flamegraph.svg; with --folded, standard output)
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Write folded stacks (`outer;...;inner BYTES` lines) instead of an SVG
     #[arg(long)]
     pub folded: bool,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// A self-contained HTML report (charts, tables, flamegraph per device) that opens offline
@@ -263,16 +233,10 @@ pub struct ReportCmd {
     #[arg(short, long, default_value = "leakscope-report.html")]
     pub output: PathBuf,
     #[command(flatten)]
-    pub win: WindowArgs,
+    pub analysis: Analysis,
     /// Print the report's data as JSON (schema leakscope.report/2) instead of writing HTML
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub group: GroupArgs,
-    #[command(flatten)]
-    pub filters: FilterArgs,
-    #[command(flatten)]
-    pub load: LoadArgs,
 }
 
 /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
@@ -284,6 +248,50 @@ pub struct ConvertCmd {
     pub output: PathBuf,
     #[command(flatten)]
     pub load: LoadArgs,
+}
+
+/// What the analyses of a file take: windows and devices, grouping, frame filters, and
+/// how to load it.
+#[derive(clap::Args)]
+pub struct Analysis {
+    #[command(flatten)]
+    pub win: WindowArgs,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+impl Analysis {
+    /// The session's options.
+    pub fn options(&self) -> Options {
+        options(
+            self.win.device,
+            Some(&self.win),
+            Some(&self.group),
+            &self.filters,
+        )
+    }
+}
+
+/// What a view of one point takes: the point and devices, frame filters, and how to load.
+#[derive(clap::Args)]
+pub struct AtPoint {
+    #[command(flatten)]
+    pub point: PointArgs,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+impl AtPoint {
+    /// The session's options, grouped by `group` where the command groups.
+    pub fn options(&self, group: Option<&GroupArgs>) -> Options {
+        options(self.point.device, None, group, &self.filters)
+    }
 }
 
 fn share(s: &str) -> Result<f64, String> {

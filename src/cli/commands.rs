@@ -23,24 +23,19 @@ impl SummaryCmd {
 
 impl TopCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let opts = options(self.point.device, None, Some(&self.group), &self.filters);
-        let s = output::open(&self.file, &self.load, false)?;
-        let report = s.top(&opts, self.point.at, self.limit)?;
+        let opts = self.at.options(Some(&self.group));
+        let s = output::open(&self.file, &self.at.load, false)?;
+        let report = s.top(&opts, self.at.point.at, self.limit)?;
         emit(self.json, &report, |r| render::top::text(r, style))
     }
 }
 
 impl LeaksCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let mut opts = options(
-            self.win.device,
-            Some(&self.win),
-            Some(&self.group),
-            &self.filters,
-        );
+        let mut opts = self.analysis.options();
         opts.leaks.warmup = self.warmup;
         opts.leaks.min_bytes = self.min_bytes;
-        let s = output::open(&self.file, &self.load, false)?;
+        let s = output::open(&self.file, &self.analysis.load, false)?;
         let report = s.leaks(&opts)?;
         keep_until_exit(s);
         emit(self.json, &report, |r| render::leaks::text(r, style))
@@ -49,16 +44,11 @@ impl LeaksCmd {
 
 impl CompareCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let opts = options(
-            self.win.device,
-            Some(&self.win),
-            Some(&self.group),
-            &self.filters,
-        );
+        let opts = self.analysis.options();
         // One snapshot in memory at a time: A's side is computed and its snapshot freed
         // before B is loaded.
-        let side_a = output::open(&self.a, &self.load, false)?.compare_side(&opts)?;
-        let s = output::open(&self.b, &self.load, false)?;
+        let side_a = output::open(&self.a, &self.analysis.load, false)?.compare_side(&opts)?;
+        let s = output::open(&self.b, &self.analysis.load, false)?;
         let side_b = s.compare_side(&opts)?;
         keep_until_exit(s);
         let report = session::compare(&side_a, &side_b);
@@ -70,13 +60,8 @@ impl CompareCmd {
 
 impl OomCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let opts = options(
-            self.win.device,
-            Some(&self.win),
-            Some(&self.group),
-            &self.filters,
-        );
-        let s = output::open(&self.file, &self.load, false)?;
+        let opts = self.analysis.options();
+        let s = output::open(&self.file, &self.analysis.load, false)?;
         let report = s.oom(&opts)?;
         emit(self.json, &report, |r| render::oom::text(r, style))
     }
@@ -150,9 +135,9 @@ impl WindowsCmd {
 
 impl TreeCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let opts = options(self.point.device, None, None, &self.filters);
-        let s = output::open(&self.file, &self.load, false)?;
-        let report = s.tree(&opts, self.point.at)?;
+        let opts = self.at.options(None);
+        let s = output::open(&self.file, &self.at.load, false)?;
+        let report = s.tree(&opts, self.at.point.at)?;
         if self.json {
             output::stdout(&render::json::tree(&report)?)
         } else {
@@ -163,9 +148,9 @@ impl TreeCmd {
 
 impl FlamegraphCmd {
     pub fn run(&self) -> anyhow::Result<()> {
-        let opts = options(self.point.device, None, None, &self.filters);
-        let s = output::open(&self.file, &self.load, false)?;
-        let report = s.tree(&opts, self.point.at)?;
+        let opts = self.at.options(None);
+        let s = output::open(&self.file, &self.at.load, false)?;
+        let report = s.tree(&opts, self.at.point.at)?;
         let lines = render::flamegraph::report_lines(&report);
         if self.folded {
             if report.devices.is_empty() {
@@ -194,13 +179,8 @@ impl FlamegraphCmd {
 
 impl ReportCmd {
     pub fn run(&self) -> anyhow::Result<()> {
-        let opts = options(
-            self.win.device,
-            Some(&self.win),
-            Some(&self.group),
-            &self.filters,
-        );
-        let s = output::open(&self.file, &self.load, false)?;
+        let opts = self.analysis.options();
+        let s = output::open(&self.file, &self.analysis.load, false)?;
         let data = s.report(&opts, &ReportOptions::default())?;
         let data_json = serde_json::to_string(&data)?;
         if self.json {

@@ -176,7 +176,7 @@ fn titles(r: &TreeReport) -> (String, String) {
         ds => {
             let idx: Vec<i64> = ds.iter().map(|d| d.device).collect();
             (
-                format!("live memory at {}", r.at),
+                format!("live memory at {}", r.at.unwrap_or_default()),
                 format!("devices {}", device_list(&idx)),
             )
         }

@@ -87,8 +87,10 @@ pub fn tree(r: &TreeReport) -> Result<String, serde_json::Error> {
     value(&mut o, r.schema)?;
     o.push_str(",\"file\":");
     value(&mut o, &r.file)?;
-    o.push_str(",\"at\":");
-    value(&mut o, &r.at)?;
+    if let Some(at) = &r.at {
+        o.push_str(",\"at\":");
+        value(&mut o, at)?;
+    }
     o.push_str(",\"devices\":[");
     for (i, d) in r.devices.iter().enumerate() {
         if i > 0 {
@@ -96,8 +98,11 @@ pub fn tree(r: &TreeReport) -> Result<String, serde_json::Error> {
         }
         device_tree(&mut o, d)?;
     }
-    o.push_str("],\"unresolved\":");
-    value(&mut o, &r.unresolved)?;
+    o.push(']');
+    if !r.unresolved.is_empty() {
+        o.push_str(",\"unresolved\":");
+        value(&mut o, &r.unresolved)?;
+    }
     o.push_str(",\"idle_devices\":");
     value(&mut o, &r.idle_devices)?;
     o.push_str("}\n");

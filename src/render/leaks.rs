@@ -26,7 +26,7 @@ fn release(g: &Growth) -> String {
 /// Renders the report: per device, suspects, then warm-up and bounded growth.
 pub fn text(r: &LeaksReport, style: Style) -> String {
     per_device(&r.file, &r.devices, &r.idle_devices, |d| {
-        device_text(d, r.by.name(), style)
+        device_text(d, r.by.unwrap_or_default().name(), style)
     })
 }
 

@@ -10,7 +10,7 @@ use crate::session::TopReport;
 /// exist and those with nothing recorded.
 pub fn text(r: &TopReport, style: Style) -> String {
     let mut o = per_device(&r.file, &r.devices, &r.idle_devices, |d| {
-        device_text(d, r.by.name(), style)
+        device_text(d, r.by.unwrap_or_default().name(), style)
     });
     for u in &r.unresolved {
         let _ = writeln!(o, "device {}: {}", u.device, u.reason);

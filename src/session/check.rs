@@ -8,7 +8,6 @@ use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
 use crate::analysis::check::{self, Case, Measured};
-use crate::analysis::leaks;
 use crate::analysis::top;
 use crate::budget::{Baseline, Budget};
 
@@ -77,9 +76,7 @@ impl Session {
         let devices = runs
             .par_iter_mut()
             .map(|r| {
-                let o = r.leak_options.clone();
-                let (rep, w, attr) = r.parts();
-                let found = leaks::leaks(rep, w, attr, &o);
+                let found = r.find_leaks();
                 let end_point = r.end_point();
                 let end = top::top(&r.replay, end_point, &mut r.attr, usize::MAX);
                 let measured = check::measure(

@@ -9,7 +9,7 @@ use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
 use crate::analysis::compare::{self, DeviceCompare, SideInput, backward_bytes};
-use crate::analysis::leaks::{self, DeviceLeaks};
+use crate::analysis::leaks::DeviceLeaks;
 use crate::analysis::top::{self, DeviceTop};
 
 /// One device of one run, ready to compare.
@@ -67,9 +67,7 @@ impl Session {
         let devices = runs
             .par_iter_mut()
             .map(|r| {
-                let o = r.leak_options.clone();
-                let (rep, w, attr) = r.parts();
-                let leaks = leaks::leaks(rep, w, attr, &o);
+                let leaks = r.find_leaks();
                 let end = r.end_point();
                 SideDevice {
                     leaks,

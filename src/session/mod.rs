@@ -34,7 +34,7 @@ use crate::analysis::oom;
 use crate::analysis::point::{self, At, Point};
 
 use crate::analysis::summary::{self, Summary};
-use crate::analysis::{leaks, segments, top, tree};
+use crate::analysis::{segments, top, tree};
 use crate::attribute::Classification;
 use crate::load::{LoadOptions, load_path};
 use crate::model::Snapshot;
@@ -50,8 +50,8 @@ pub use report::{
     DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
 };
 pub use reports::{
-    LeaksReport, OomReport, SegmentsReport, TopReport, TreeReport, Unresolved, WindowsReport,
-    schema,
+    LeaksReport, OomReport, PerDevice, SegmentsReport, TopReport, TreeReport, Unresolved,
+    WindowsReport, schema,
 };
 pub use run::DeviceRun;
 
@@ -163,6 +163,18 @@ impl Session {
         }
     }
 
+    fn per_device<T>(&self, schema: &'static str, devices: Vec<T>, idle: Vec<i64>) -> PerDevice<T> {
+        PerDevice {
+            schema,
+            file: self.name.clone(),
+            at: None,
+            by: None,
+            devices,
+            unresolved: Vec::new(),
+            idle_devices: idle,
+        }
+    }
+
     /// `summary`: what the file holds, per device and in total.
     pub fn summary(&self) -> Summary {
         summary::summarize(&self.snap, &self.name)
@@ -173,21 +185,10 @@ impl Session {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         self.cut_windows(&mut runs, opts)?;
-        let devices = runs
-            .par_iter_mut()
-            .map(|r| {
-                let o = r.leak_options.clone();
-                let (rep, w, attr) = r.parts();
-                leaks::leaks(rep, w, attr, &o)
-            })
-            .collect();
-        Ok(LeaksReport {
-            schema: schema::LEAKS,
-            file: self.name.clone(),
-            by: opts.by,
-            devices,
-            idle_devices: sel.idle,
-        })
+        let devices = runs.par_iter_mut().map(|r| r.find_leaks()).collect();
+        Ok(self
+            .per_device(schema::LEAKS, devices, sel.idle)
+            .grouped(opts.by))
     }
 
     /// `windows`: how each selected device's trace is cut, and why.
@@ -195,12 +196,8 @@ impl Session {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         self.cut_windows(&mut runs, opts)?;
-        Ok(WindowsReport {
-            schema: schema::WINDOWS,
-            file: self.name.clone(),
-            devices: runs.iter_mut().map(|r| r.windows().clone()).collect(),
-            idle_devices: sel.idle,
-        })
+        let devices = runs.iter_mut().map(|r| r.windows().clone()).collect();
+        Ok(self.per_device(schema::WINDOWS, devices, sel.idle))
     }
 
     /// Resolves `at` on every run; an error when it exists on none.
@@ -233,72 +230,56 @@ impl Session {
         Ok((points, unresolved))
     }
 
-    /// `top`: what holds memory at `at` on every selected device, `limit` rows each.
-    pub fn top(&self, opts: &Options, at: At, limit: usize) -> Result<TopReport, SessionError> {
+    /// `f` of every selected device's run at `at`, where the point exists; the devices
+    /// where it does not, and the idle ones.
+    fn at_point<T: Send>(
+        &self,
+        opts: &Options,
+        at: At,
+        f: impl Fn(&mut DeviceRun, Point) -> T + Sync,
+    ) -> Result<(Vec<T>, Vec<Unresolved>, Vec<i64>), SessionError> {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         let (points, unresolved) = self.points(&runs, at)?;
-        let devices = runs
-            .iter_mut()
+        let found = runs
+            .par_iter_mut()
             .zip(points)
-            .filter_map(|(r, p)| Some(top::top(&r.replay, p?, &mut r.attr, limit)))
+            .filter_map(|(r, p)| Some(f(r, p?)))
             .collect();
-        Ok(TopReport {
-            schema: schema::TOP,
-            file: self.name.clone(),
-            at,
-            by: opts.by,
-            devices,
-            unresolved,
-            idle_devices: sel.idle,
-        })
+        Ok((found, unresolved, sel.idle))
+    }
+
+    /// `top`: what holds memory at `at` on every selected device, `limit` rows each.
+    pub fn top(&self, opts: &Options, at: At, limit: usize) -> Result<TopReport, SessionError> {
+        let (devices, unresolved, idle_devices) =
+            self.at_point(opts, at, |r, p| top::top(&r.replay, p, &mut r.attr, limit))?;
+        Ok(self
+            .per_device(schema::TOP, devices, idle_devices)
+            .at(at, unresolved)
+            .grouped(opts.by))
     }
 
     /// `tree`: the call tree of the memory live at `at` on every selected device.
     pub fn tree(&self, opts: &Options, at: At) -> Result<TreeReport, SessionError> {
-        let sel = self.select(opts.devices)?;
-        let mut runs = self.runs_of(&sel.devices, opts);
-        let (points, unresolved) = self.points(&runs, at)?;
-        let devices = runs
-            .iter_mut()
-            .zip(points)
-            .filter_map(|(r, p)| Some(tree::tree(&r.replay, p?, &mut r.attr)))
-            .collect();
-        Ok(TreeReport {
-            schema: schema::TREE,
-            file: self.name.clone(),
-            at,
-            devices,
-            unresolved,
-            idle_devices: sel.idle,
-        })
+        let (devices, unresolved, idle_devices) =
+            self.at_point(opts, at, |r, p| tree::tree(&r.replay, p, &mut r.attr))?;
+        Ok(self
+            .per_device(schema::TREE, devices, idle_devices)
+            .at(at, unresolved))
     }
 
     /// `segments`: the segment map at `at` on every selected device.
     pub fn segments(&self, opts: &Options, at: At) -> Result<SegmentsReport, SessionError> {
-        let sel = self.select(opts.devices)?;
-        let runs = self.runs_of(&sel.devices, opts);
-        let (points, unresolved) = self.points(&runs, at)?;
-        let devices = runs
-            .iter()
-            .zip(points)
-            .filter_map(|(r, p)| {
-                let p = p?;
-                let state = match at {
-                    At::End => AllocatorState::at_end(&r.view),
-                    _ => AllocatorState::after(&r.view, p.event_index),
-                };
-                Some(segments::segments(r.device(), p, &state))
-            })
-            .collect();
-        Ok(SegmentsReport {
-            schema: schema::SEGMENTS,
-            file: self.name.clone(),
-            at,
-            devices,
-            unresolved,
-            idle_devices: sel.idle,
-        })
+        let (devices, unresolved, idle_devices) = self.at_point(opts, at, |r, p| {
+            let state = match at {
+                At::End => AllocatorState::at_end(&r.view),
+                _ => AllocatorState::after(&r.view, p.event_index),
+            };
+            segments::segments(r.device(), p, &state)
+        })?;
+        Ok(self
+            .per_device(schema::SEGMENTS, devices, idle_devices)
+            .at(at, unresolved))
     }
 
     /// `oom`: why an allocation failed on each device with an `oom` event (each selected
@@ -316,12 +297,8 @@ impl Session {
         };
         let mut runs = self.runs_of(devices, opts);
         self.cut_windows(&mut runs, opts)?;
-        Ok(OomReport {
-            schema: schema::OOM,
-            file: self.name.clone(),
-            devices: runs.par_iter_mut().map(|r| r.explain_oom()).collect(),
-            idle_devices: sel.idle,
-        })
+        let devices = runs.par_iter_mut().map(|r| r.explain_oom()).collect();
+        Ok(self.per_device(schema::OOM, devices, sel.idle))
     }
 
     /// The data of the HTML report: every selected device's timeline, leaks, holders and

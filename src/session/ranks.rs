@@ -12,7 +12,6 @@ use super::discover::{Found, discover};
 use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
-use crate::analysis::leaks;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
 use crate::load::LoadOptions;
 
@@ -73,13 +72,11 @@ fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
     }
     runs.iter_mut()
         .map(|r| {
-            let o = r.leak_options.clone();
             let mut out = row(f);
             out.device = Some(r.device());
             out.peak_bytes = r.replay.peak().1;
             out.end_allocated_bytes = r.view.held_bytes();
-            let (rep, w, attr) = r.parts();
-            let found = leaks::leaks(rep, w, attr, &o);
+            let found = r.find_leaks();
             out.windows = found.windows.count;
             out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
             if let Some(top) = found.suspects.first() {

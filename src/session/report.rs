@@ -222,10 +222,8 @@ fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
 
 /// The report of one device.
 pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceReport {
-    let o = r.leak_options.clone();
-    let (replay, windows, attr) = r.parts();
-    let mut leaks = leaks::leaks(replay, windows, attr, &o);
-    let marks = window_marks(windows, opts);
+    let mut leaks = r.find_leaks();
+    let marks = window_marks(r.windows(), opts);
     let growth = growth_chart(&leaks, opts);
     let leak_rows_left_out = trim_for_page(&mut leaks, opts.leak_rows);
     let (peak, end) = r.peak_and_end();

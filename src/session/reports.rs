@@ -27,101 +27,68 @@ fn as_message<S: serde::Serializer>(e: &PointError, s: S) -> Result<S::Ok, S::Er
     s.collect_str(e)
 }
 
-/// `leakscope leaks` (`leakscope.leaks/2`).
+/// A report over a file's devices, the shape every per-device command returns: the
+/// selected devices' findings, and the file's devices with nothing recorded.
+///
+/// ```
+/// use leakscope::session::{Options, Session};
+/// let s = Session::open("fixtures/encodings/empty_traces.pickle", Default::default())?;
+/// let r = s.leaks(&Options::default())?;
+/// assert!(r.devices.is_empty());
+/// assert_eq!(r.idle_devices, [0, 1, 2, 3]);
+/// # Ok::<(), leakscope::session::SessionError>(())
+/// ```
 #[derive(Clone, Debug, Serialize)]
-pub struct LeaksReport {
+pub struct PerDevice<T> {
     /// Schema name.
     pub schema: &'static str,
     /// The file.
     pub file: String,
-    /// What sites are grouped by.
-    pub by: GroupBy,
-    /// Every selected device that has segments or trace events.
-    pub devices: Vec<DeviceLeaks>,
-    /// Devices of the file with nothing recorded.
-    pub idle_devices: Vec<i64>,
-}
-
-/// `leakscope windows` (`leakscope.windows/1`).
-#[derive(Clone, Debug, Serialize)]
-pub struct WindowsReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// The file.
-    pub file: String,
-    /// Every selected device's windows.
-    pub devices: Vec<Windows>,
-    /// Devices of the file with nothing recorded.
-    pub idle_devices: Vec<i64>,
-}
-
-/// `leakscope top` (`leakscope.top/2`).
-#[derive(Clone, Debug, Serialize)]
-pub struct TopReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// The file.
-    pub file: String,
-    /// The point asked for.
-    pub at: At,
-    /// What sites are grouped by.
-    pub by: GroupBy,
-    /// Every selected device where the point exists.
-    pub devices: Vec<DeviceTop>,
-    /// Selected devices where it does not.
+    /// The point asked for (`top`, `tree`, `segments`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<At>,
+    /// What sites are grouped by (`leaks`, `top`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<GroupBy>,
+    /// Every selected device that has segments or trace events (where the point asked
+    /// for exists).
+    pub devices: Vec<T>,
+    /// Selected devices where the point asked for does not exist, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unresolved: Vec<Unresolved>,
     /// Devices of the file with nothing recorded.
     pub idle_devices: Vec<i64>,
 }
 
+impl<T> PerDevice<T> {
+    /// The same report, grouped by `by`.
+    pub(crate) fn grouped(mut self, by: GroupBy) -> Self {
+        self.by = Some(by);
+        self
+    }
+
+    /// The same report, of the point `at` (missing on the `unresolved` devices).
+    pub(crate) fn at(mut self, at: At, unresolved: Vec<Unresolved>) -> Self {
+        self.at = Some(at);
+        self.unresolved = unresolved;
+        self
+    }
+}
+
+/// `leakscope leaks` (`leakscope.leaks/2`).
+pub type LeaksReport = PerDevice<DeviceLeaks>;
+/// `leakscope windows` (`leakscope.windows/1`).
+pub type WindowsReport = PerDevice<Windows>;
+/// `leakscope top` (`leakscope.top/2`).
+pub type TopReport = PerDevice<DeviceTop>;
 /// `leakscope tree` (`leakscope.tree/2`); its JSON is written by `render::json::tree`,
 /// without recursion however deep the stacks.
-#[derive(Clone, Debug)]
-pub struct TreeReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// The file.
-    pub file: String,
-    /// The point asked for.
-    pub at: At,
-    /// Every selected device where the point exists.
-    pub devices: Vec<DeviceTree>,
-    /// Selected devices where it does not.
-    pub unresolved: Vec<Unresolved>,
-    /// Devices of the file with nothing recorded.
-    pub idle_devices: Vec<i64>,
-}
-
+pub type TreeReport = PerDevice<DeviceTree>;
 /// `leakscope segments` (`leakscope.segments/2`).
-#[derive(Clone, Debug, Serialize)]
-pub struct SegmentsReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// The file.
-    pub file: String,
-    /// The point asked for.
-    pub at: At,
-    /// Every selected device where the point exists.
-    pub devices: Vec<DeviceSegments>,
-    /// Selected devices where it does not.
-    pub unresolved: Vec<Unresolved>,
-    /// Devices of the file with nothing recorded.
-    pub idle_devices: Vec<i64>,
-}
-
+pub type SegmentsReport = PerDevice<DeviceSegments>;
 /// `leakscope oom` (`leakscope.oom/2`): the devices with an `oom` event, or every
 /// selected device's end state when none has one.
-#[derive(Clone, Debug, Serialize)]
-pub struct OomReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// The file.
-    pub file: String,
-    /// One explanation per device.
-    pub devices: Vec<DeviceOom>,
-    /// Devices of the file with nothing recorded.
-    pub idle_devices: Vec<i64>,
-}
+pub type OomReport = PerDevice<DeviceOom>;
 
 /// Schema names, in one place.
 pub mod schema {

@@ -101,6 +101,13 @@ impl<'s> DeviceRun<'s> {
         )
     }
 
+    /// The leak finder on this device, with the session's options.
+    pub fn find_leaks(&mut self) -> leaks::DeviceLeaks {
+        let o = self.leak_options.clone();
+        let (rep, w, attr) = self.parts();
+        leaks::leaks(rep, w, attr, &o)
+    }
+
     /// The points of the peak and of the end (they always exist).
     pub fn peak_and_end(&self) -> (Point, Point) {
         let peak = point_after(

@@ -13,16 +13,7 @@ fn check(files: &[&str], budget: &str, extra: &[&str]) -> (i32, String, String) 
     args.extend(files.iter().map(|f| fixture(f).display().to_string()));
     args.extend(["--budget".to_string(), b.display().to_string()]);
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(&args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 const BUDGET: &str = r#"

@@ -262,3 +262,58 @@ pub fn one_thread() -> LoadOptions<'static> {
     o.threads = false;
     o
 }
+
+/// Runs the binary with `args` (`NO_COLOR` set): exit code, stdout, stderr.
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `json.dumps(pickle.load(path))` as CPython computes it.
+pub fn cpython_json(path: &Path) -> serde_json::Value {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,pickle,sys; json.dump(pickle.load(open(sys.argv[1],'rb')), sys.stdout)",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}: python failed", path.display());
+    serde_json::from_slice(&out.stdout).expect("python wrote JSON")
+}
+
+/// The per-device summary numbers a scenario's truth states (`summary` of each device):
+/// the first six of [`SUM_FIELDS`], and the actions.
+pub const TRUTH_DEVICE_FIELDS: &[&str] = &[
+    SUM_FIELDS[0],
+    SUM_FIELDS[1],
+    SUM_FIELDS[2],
+    SUM_FIELDS[3],
+    SUM_FIELDS[4],
+    SUM_FIELDS[5],
+    "trace_events",
+    "actions",
+];
+
+/// The entry of device `device` in a report's `devices` array.
+pub fn device_of<'v>(
+    report: &'v serde_json::Value,
+    device: i64,
+    what: &str,
+) -> &'v serde_json::Value {
+    report["devices"]
+        .as_array()
+        .expect("a devices array")
+        .iter()
+        .find(|d| d["device"] == device)
+        .unwrap_or_else(|| panic!("{what}: no device {device}"))
+}

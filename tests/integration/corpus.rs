@@ -107,16 +107,7 @@ fn corpus_convert_round_trip() {
             "{key}: JSON round trip is not stable"
         );
         if python && !key.contains("cpp_pickler") {
-            let out = std::process::Command::new("python3")
-                .args([
-                    "-c",
-                    "import json,pickle,sys; json.dump(pickle.load(open(sys.argv[1],'rb')), sys.stdout)",
-                ])
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{key}: python failed");
-            let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let theirs = cpython_json(&path);
             assert!(json == theirs, "{key}: JSON export differs from CPython's");
         }
     }

@@ -2,8 +2,6 @@
 //! every device that has segments or trace events, sums up the empty ones in one line,
 //! and exits 0 with a note on a file that holds nothing.
 
-use std::process::Command;
-
 use leakscope::analysis::At;
 
 use crate::common::*;
@@ -15,16 +13,7 @@ const EMPTY: &[&str] = &[
 ];
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_cli(args)
 }
 
 /// CPython's reading of the empty files (tests/expected/cpython_summary.py) agrees.

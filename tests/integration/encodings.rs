@@ -136,16 +136,7 @@ fn convert_round_trip_is_exact() {
     for name in PICKLES.iter().filter(|n| !n.contains("cpp")) {
         let path = fixture(&format!("encodings/{name}"));
         let ours = leakscope::convert::to_snapshot_json(&load(&path));
-        let out = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import json,pickle,sys; json.dump(pickle.load(open(sys.argv[1],'rb')), sys.stdout)",
-            ])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let theirs = cpython_json(&path);
         assert_eq!(
             ours, theirs,
             "{name}: JSON export differs from CPython's json.dumps(pickle.load())"
@@ -201,17 +192,11 @@ fn lines_and_streams_across_the_64_bit_ranges_load() {
         );
         if have_python() {
             let ours = leakscope::convert::to_snapshot_json(&snap);
-            let out = std::process::Command::new("python3")
-                .args([
-                    "-c",
-                    "import json,pickle,sys; json.dump(pickle.load(open(sys.argv[1],'rb')), sys.stdout)",
-                ])
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-            let theirs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            assert_eq!(ours, theirs, "{name}: JSON export differs from CPython's");
+            assert_eq!(
+                ours,
+                cpython_json(&path),
+                "{name}: JSON export differs from CPython's"
+            );
         }
         let cache = leakscope::load::cache::encode(&snap).unwrap();
         let back = leakscope::load_bytes(&cache, LoadOptions::default()).unwrap();

@@ -75,12 +75,7 @@ fn report_pages_are_offline_small_and_match_the_truth() {
         let data = embedded_data(&html);
         assert_eq!(data["schema"], "leakscope.report/2");
         for (device, truth) in device_truths(&truth) {
-            let d = data["devices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|d| d["device"] == device)
-                .unwrap_or_else(|| panic!("{name}: no device {device} in the page"));
+            let d = device_of(&data, device, &name);
             check_device_page(&name, &html, d, &truth);
         }
         checked += 1;
@@ -332,12 +327,7 @@ fn reports_open_in_headless_chromium_without_errors() {
                 Some(want.to_string().as_str()),
                 "{name} device {device}"
             );
-            let t = top["devices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|d| d["device"] == device)
-                .unwrap();
+            let t = device_of(&top, device, &name);
             assert_eq!(t["at"]["live_bytes"].as_u64(), Some(want), "{name}");
             // Key numbers as the reader sees them.
             assert!(

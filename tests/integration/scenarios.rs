@@ -65,24 +65,9 @@ fn scenarios_match_ground_truth() {
             }
         }
         for (dev, truth) in device_truths(&file_truth) {
-            let d = s["devices"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|d| d["device"] == dev)
-                .unwrap_or_else(|| panic!("{stem}: no device {dev}"))
-                .clone();
+            let d = device_of(&s, dev, stem).clone();
             let t = &truth["summary"];
-            for f in [
-                "segments",
-                "blocks",
-                "active_blocks",
-                "reserved_bytes",
-                "allocated_bytes",
-                "requested_bytes",
-                "trace_events",
-                "actions",
-            ] {
+            for f in TRUTH_DEVICE_FIELDS {
                 assert_eq!(d[f], t[f], "{stem} device {dev}: {f}");
             }
             for f in ["pre_trace_blocks", "unmatched_frees"] {
