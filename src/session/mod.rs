@@ -230,14 +230,15 @@ impl Session {
         Ok((points, unresolved))
     }
 
-    /// `f` of every selected device's run at `at`, where the point exists; the devices
-    /// where it does not, and the idle ones.
+    /// `f` of every selected device's run at `at`, where the point exists, as a report
+    /// under `schema` that names the devices where it does not.
     fn at_point<T: Send>(
         &self,
+        schema: &'static str,
         opts: &Options,
         at: At,
         f: impl Fn(&mut DeviceRun, Point) -> T + Sync,
-    ) -> Result<(Vec<T>, Vec<Unresolved>, Vec<i64>), SessionError> {
+    ) -> Result<PerDevice<T>, SessionError> {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         let (points, unresolved) = self.points(&runs, at)?;
@@ -246,40 +247,33 @@ impl Session {
             .zip(points)
             .filter_map(|(r, p)| Some(f(r, p?)))
             .collect();
-        Ok((found, unresolved, sel.idle))
+        Ok(self.per_device(schema, found, sel.idle).at(at, unresolved))
     }
 
     /// `top`: what holds memory at `at` on every selected device, `limit` rows each.
     pub fn top(&self, opts: &Options, at: At, limit: usize) -> Result<TopReport, SessionError> {
-        let (devices, unresolved, idle_devices) =
-            self.at_point(opts, at, |r, p| top::top(&r.replay, p, &mut r.attr, limit))?;
-        Ok(self
-            .per_device(schema::TOP, devices, idle_devices)
-            .at(at, unresolved)
-            .grouped(opts.by))
+        let r = self.at_point(schema::TOP, opts, at, |r, p| {
+            top::top(&r.replay, p, &mut r.attr, limit)
+        })?;
+        Ok(r.grouped(opts.by))
     }
 
     /// `tree`: the call tree of the memory live at `at` on every selected device.
     pub fn tree(&self, opts: &Options, at: At) -> Result<TreeReport, SessionError> {
-        let (devices, unresolved, idle_devices) =
-            self.at_point(opts, at, |r, p| tree::tree(&r.replay, p, &mut r.attr))?;
-        Ok(self
-            .per_device(schema::TREE, devices, idle_devices)
-            .at(at, unresolved))
+        self.at_point(schema::TREE, opts, at, |r, p| {
+            tree::tree(&r.replay, p, &mut r.attr)
+        })
     }
 
     /// `segments`: the segment map at `at` on every selected device.
     pub fn segments(&self, opts: &Options, at: At) -> Result<SegmentsReport, SessionError> {
-        let (devices, unresolved, idle_devices) = self.at_point(opts, at, |r, p| {
+        self.at_point(schema::SEGMENTS, opts, at, |r, p| {
             let state = match at {
                 At::End => AllocatorState::at_end(&r.view),
                 _ => AllocatorState::after(&r.view, p.event_index),
             };
             segments::segments(r.device(), p, &state)
-        })?;
-        Ok(self
-            .per_device(schema::SEGMENTS, devices, idle_devices)
-            .at(at, unresolved))
+        })
     }
 
     /// `oom`: why an allocation failed on each device with an `oom` event (each selected
