@@ -305,14 +305,19 @@ impl Session {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         self.cut_windows(&mut runs, opts)?;
-        let devices = runs
-            .par_iter_mut()
-            .map(|r| report::device_report(r, ropts))
-            .collect();
+        // The summary is independent of the runs: made meanwhile.
+        let (devices, summary) = rayon::join(
+            || {
+                runs.par_iter_mut()
+                    .map(|r| report::device_report(r, ropts))
+                    .collect()
+            },
+            || self.summary(),
+        );
         Ok(ReportData {
             schema: schema::REPORT,
             file: self.name.clone(),
-            summary: self.summary(),
+            summary,
             devices,
             idle_devices: sel.idle,
         })
