@@ -37,7 +37,8 @@ pub(crate) fn decode(data: &[u8]) -> Result<Snapshot, LoadErrorKind> {
     }
     let mut snap: Snapshot = rmp_serde::from_slice(body)
         .map_err(|e| LoadErrorKind::Cache(format!("{e} (the file is truncated or corrupt)")))?;
-    snap.validate().map_err(LoadErrorKind::Cache)?;
+    snap.validate()
+        .map_err(|e| LoadErrorKind::Cache(e.to_string()))?;
     snap.rebuild_indexes();
     snap.format.container = "msgpack".into();
     Ok(snap)

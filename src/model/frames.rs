@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ModelError;
 use super::fxhash::FastMap;
 use super::ids::{FrameId, StackId, StrId};
 use super::line::Line;
@@ -230,20 +231,18 @@ impl StackTable {
     }
 
     /// Checks that every frame id is in range and the offsets are consistent.
-    pub(crate) fn check(&self, frame_count: usize) -> Result<(), String> {
-        if self.offsets.first() != Some(&0) {
-            return Err("stack table offsets do not start at 0".into());
-        }
-        if self.offsets.windows(2).any(|w| w[0] > w[1])
+    pub(crate) fn check(&self, frame_count: usize) -> Result<(), ModelError> {
+        if self.offsets.first() != Some(&0)
+            || self.offsets.windows(2).any(|w| w[0] > w[1])
             || *self.offsets.last().unwrap_or(&0) as usize != self.frames.len()
         {
-            return Err("stack table offsets are inconsistent".into());
+            return Err(ModelError::StackOffsets);
         }
         if self.offsets.len() < 2 || !self.get(StackId::EMPTY).is_empty() {
-            return Err("stack 0 must be the empty stack".into());
+            return Err(ModelError::EmptyStack);
         }
         if self.frames.iter().any(|f| f.index() >= frame_count) {
-            return Err("a stack refers to a frame that does not exist".into());
+            return Err(ModelError::StackFrame);
         }
         Ok(())
     }

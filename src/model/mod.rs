@@ -2,6 +2,7 @@
 //! trace events per device, segments with their blocks, annotations and settings.
 
 pub(crate) mod addr_map;
+mod error;
 mod event;
 mod frames;
 pub(crate) mod fxhash;
@@ -13,6 +14,7 @@ mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use error::ModelError;
 pub use event::{Action, ActionTable, EventMeta, flags};
 pub use frames::{Frame, FrameTable, StackTable, Strings};
 pub use ids::{FrameId, MetaId, StackId, StrId};
@@ -318,36 +320,36 @@ impl Snapshot {
 
     /// Checks internal consistency (ids in range, column lengths); used after reading a
     /// cache file, whose contents are not trusted.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ModelError> {
         self.stacks.check(self.frames.len())?;
         for f in self.frames.iter() {
             if f.name.index() >= self.strings.len() || f.filename.index() >= self.strings.len() {
-                return Err("a frame refers to a string that does not exist".into());
+                return Err(ModelError::FrameString);
             }
         }
         let nstacks = self.stacks.len();
         let stack_ok = |s: &Option<StackId>| s.is_none_or(|s| s.index() < nstacks);
         for t in self.all_traces() {
             if !t.columns_consistent() {
-                return Err("trace columns have different lengths".into());
+                return Err(ModelError::TraceColumns);
             }
             if t.stack.iter().any(|s| s.index() >= nstacks) {
-                return Err("an event refers to a stack that does not exist".into());
+                return Err(ModelError::EventStack);
             }
             if t.meta.iter().any(|m| m.index() >= self.metas.len()) {
-                return Err("an event refers to a meta record that does not exist".into());
+                return Err(ModelError::EventMeta);
             }
             if t.action.iter().any(|a| a.0 as usize >= self.actions.len()) {
-                return Err("an event has an unknown action code".into());
+                return Err(ModelError::EventAction);
             }
         }
         for s in &self.segments {
             if !stack_ok(&s.stack) {
-                return Err("a segment refers to a stack that does not exist".into());
+                return Err(ModelError::SegmentStack);
             }
             for b in &s.blocks {
                 if !stack_ok(&b.stack) || b.history.iter().flatten().any(|h| !stack_ok(&h.stack)) {
-                    return Err("a block refers to a stack that does not exist".into());
+                    return Err(ModelError::BlockStack);
                 }
             }
         }
