@@ -10,6 +10,7 @@ mod devices;
 mod encodings;
 mod fastpath;
 mod graphs;
+mod layout;
 mod leaks;
 mod memory;
 mod oom;
