@@ -748,6 +748,7 @@ class Workload:
 
 class Sim:
     def __init__(self, args, fj):
+        self.args = args
         self.rng = random.Random(args.seed)
         self.per_traceback = args.stack_sharing == 'traceback'
         self.start_us = DEFAULT_START_US
@@ -792,6 +793,8 @@ class Sim:
         for dev in self.devices:
             segs.extend(dev.final_segments())
         ann = sorted(self.annotations, key=lambda a: a['time_us'])
+        if self.args.no_annotations:
+            ann = []
         return {
             'segments': segs,
             'device_traces': [dev.trace for dev in self.devices],
@@ -835,6 +838,9 @@ def main():
                          "py_symbolize does; 'content': identical stacks are one list object")
     ap.add_argument('--frames-json', default=None, help='path to frames.json (default: benches/frames.json, a copy of shared/frames.json)')
     ap.add_argument('--meta', default=None, help='write a JSON summary here (default: OUTPUT.meta.json)')
+    ap.add_argument('--no-annotations', action='store_true',
+                    help='leave external_annotations empty (a plain script: windows must be '
+                         'found from functions and call sites)')
     args = ap.parse_args()
 
     fpath = args.frames_json or default_frames_json()
