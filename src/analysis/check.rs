@@ -98,6 +98,9 @@ pub struct Case {
     pub stack: Vec<String>,
     /// The baseline's value, for baseline limits.
     pub baseline: Option<u64>,
+    /// Why a growth limit could not be checked (the trace gives no per-window verdicts);
+    /// such a case fails, since a gate that cannot see growth must not pass it.
+    pub unjudged: Option<String>,
 }
 
 fn case(name: Limit, value: u64, limit: u64) -> Case {
@@ -110,7 +113,16 @@ fn case(name: Limit, value: u64, limit: u64) -> Case {
         kind: None,
         stack: Vec::new(),
         baseline: None,
+        unjudged: None,
     }
+}
+
+/// A growth case on windows without verdicts: failed, with the reason.
+fn unjudged(name: Limit, limit: u64, leaks: &DeviceLeaks) -> Case {
+    let mut c = case(name, 0, limit);
+    c.passed = false;
+    c.unjudged = Some(leaks.windows.reason.clone());
+    c
 }
 
 /// A growth case naming the site (and its stack when it fails).
@@ -127,6 +139,16 @@ fn growth_case(name: Limit, g: Option<&Growth>, limit: u64) -> Case {
 }
 
 fn growth_limits(budget: &Budget, leaks: &DeviceLeaks, cases: &mut Vec<Case>) {
+    if !leaks.windows.verdicts {
+        if let Some(limit) = budget.leaks.max_bytes_per_window {
+            cases.push(unjudged(Limit::MaxBytesPerWindow, limit, leaks));
+        }
+        for re in &budget.leaks.forbidden_sites {
+            let name = Limit::ForbiddenSite(re.as_str().to_string());
+            cases.push(unjudged(name, 0, leaks));
+        }
+        return;
+    }
     if let Some(limit) = budget.leaks.max_bytes_per_window {
         cases.push(growth_case(
             Limit::MaxBytesPerWindow,
@@ -173,7 +195,12 @@ fn memory_limits(budget: &Budget, m: &Measured, cases: &mut Vec<Case>) {
 fn site_limits(budget: &Budget, leaks: &DeviceLeaks, end: &DeviceTop, cases: &mut Vec<Case>) {
     for s in &budget.sites {
         let pattern = s.pattern.as_str().to_string();
-        if let Some(limit) = s.max_bytes_per_window {
+        if let Some(limit) = s.max_bytes_per_window
+            && !leaks.windows.verdicts
+        {
+            let name = Limit::SiteBytesPerWindow(pattern.clone());
+            cases.push(unjudged(name, limit, leaks));
+        } else if let Some(limit) = s.max_bytes_per_window {
             let worst = leaks
                 .suspects
                 .iter()

@@ -16,10 +16,12 @@
 
 use serde::Serialize;
 
+use super::point::{At, Point, point_after};
+use super::top::{self, TopRow};
 use crate::attribute::{Attributor, Site};
 use crate::model::fxhash::FastMap;
 use crate::replay::{Lifetime, Origin, Replay};
-use crate::windows::Windows;
+use crate::windows::{Candidate, Quality, Windows};
 
 /// Options of the leak finder.
 ///
@@ -150,13 +152,24 @@ pub struct WindowInfo {
     pub source: String,
     /// What was matched.
     pub detail: String,
-    /// Why.
+    /// Why these (for `auto`: the figures that made them win).
     pub reason: String,
-    /// Guessed from a repeating function (they may be layers, not steps).
+    /// The `--windows` value that gives them again (none for the whole trace).
+    pub spec: Option<String>,
+    /// Found by `auto` from functions or call sites, not named by annotations or metadata.
     pub guessed: bool,
     /// How many.
     pub count: u64,
+    /// Whether they are units of work to judge growth across (false: no verdicts).
+    pub verdicts: bool,
+    /// Their figures; for an explicit `--windows`, what they fail is a warning.
+    pub quality: Option<Quality>,
+    /// What `auto` weighed, most windows first (at most [`CANDIDATES_SHOWN`]).
+    pub candidates: Vec<Candidate>,
 }
+
+/// Candidates kept in a report.
+pub const CANDIDATES_SHOWN: usize = 12;
 
 impl WindowInfo {
     /// The facts of `w`.
@@ -165,11 +178,37 @@ impl WindowInfo {
             source: w.source.clone(),
             detail: w.detail.clone(),
             reason: w.reason.clone(),
+            spec: w.spec.clone(),
             guessed: w.guessed,
             count: w.len() as u64,
+            verdicts: w.verdicts,
+            quality: w.quality.clone(),
+            candidates: w
+                .candidates
+                .iter()
+                .take(CANDIDATES_SHOWN)
+                .cloned()
+                .collect(),
         }
     }
 }
+
+/// What the leak finder shows when the trace holds no repeated unit of work: no verdicts
+/// (they need evidence across units), but what holds memory.
+#[derive(Clone, Debug, Serialize)]
+pub struct NoVerdicts {
+    /// The peak of live bytes.
+    pub peak: Point,
+    /// The largest holders there.
+    pub at_peak: Vec<TopRow>,
+    /// The end of the trace.
+    pub end: Point,
+    /// The largest holders there.
+    pub at_end: Vec<TopRow>,
+}
+
+/// Holder rows shown without verdicts.
+const HOLDERS: usize = 10;
 
 /// Trace facts that bear on the result.
 #[derive(Clone, Debug, Serialize)]
@@ -195,6 +234,9 @@ pub struct DeviceLeaks {
     pub not_suspects: Vec<Growth>,
     /// Retained groups among the suspects.
     pub groups: Vec<Group>,
+    /// Set when the windows are not units of work (`windows.verdicts` is false): what
+    /// holds memory instead of verdicts.
+    pub no_verdicts: Option<NoVerdicts>,
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -512,13 +554,44 @@ fn growth(
     }
 }
 
-/// Finds the sites that grow per window on one device.
+fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> DeviceLeaks {
+    let snap = attr.snapshot();
+    let peak = point_after(snap, replay, At::Peak, replay.peak().0);
+    let end = point_after(snap, replay, At::End, replay.last_event());
+    DeviceLeaks {
+        device: replay.device,
+        windows: WindowInfo::of(windows),
+        trace: facts(replay, windows),
+        suspects: Vec::new(),
+        not_suspects: Vec::new(),
+        groups: Vec::new(),
+        no_verdicts: Some(NoVerdicts {
+            at_peak: top::top(replay, peak.clone(), attr, HOLDERS).rows,
+            peak,
+            at_end: top::top(replay, end.clone(), attr, HOLDERS).rows,
+            end,
+        }),
+    }
+}
+
+fn facts(replay: &Replay, windows: &Windows) -> TraceFacts {
+    TraceFacts {
+        wrapped: replay.pre_trace_blocks > 0 || replay.unmatched_frees > 0,
+        events: windows.events as u64,
+    }
+}
+
+/// Finds the sites that grow per window on one device; on windows that are not units of
+/// work, no verdicts but what holds memory.
 pub fn leaks(
     replay: &Replay,
     windows: &Windows,
     attr: &mut Attributor,
     opts: &LeakOptions,
 ) -> DeviceLeaks {
+    if !windows.verdicts {
+        return without_verdicts(replay, windows, attr);
+    }
     let mut suspects: Vec<(Growth, Survivors)> = Vec::new();
     let mut others = Vec::new();
     for s in survivors(replay, windows, attr) {
@@ -547,13 +620,11 @@ pub fn leaks(
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
-        trace: TraceFacts {
-            wrapped: replay.pre_trace_blocks > 0 || replay.unmatched_frees > 0,
-            events: windows.events as u64,
-        },
+        trace: facts(replay, windows),
         suspects: suspects.into_iter().map(|s| s.0).collect(),
         not_suspects: others,
         groups,
+        no_verdicts: None,
     }
 }
 

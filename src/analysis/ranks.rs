@@ -28,6 +28,9 @@ pub struct RankRow {
     pub top_suspect_bytes_per_window: u64,
     /// Windows of the analysis.
     pub windows: u64,
+    /// Whether the windows are units of work to judge growth across (false: no growth
+    /// figures, and never an outlier).
+    pub verdicts: bool,
     /// This rank's growth differs from its peers' at the same step.
     pub outlier: bool,
     /// Why the file could not be analysed, when it could not.
@@ -58,7 +61,7 @@ pub fn flag_outliers(rows: &mut [RankRow]) {
     for step in steps {
         let mut g: Vec<u64> = rows
             .iter()
-            .filter(|r| r.step == step && r.error.is_none())
+            .filter(|r| r.step == step && r.error.is_none() && r.verdicts)
             .map(|r| r.growth_bytes_per_window)
             .collect();
         if g.len() < 2 {
@@ -68,7 +71,7 @@ pub fn flag_outliers(rows: &mut [RankRow]) {
         let median = g[g.len() / 2];
         for r in rows
             .iter_mut()
-            .filter(|r| r.step == step && r.error.is_none())
+            .filter(|r| r.step == step && r.error.is_none() && r.verdicts)
         {
             let v = r.growth_bytes_per_window;
             r.outlier = v > median.saturating_mul(2) && v >= median + (1 << 20);

@@ -88,7 +88,7 @@ impl Baseline {
                 None,
                 measured(&v["files"][0]["measured"], "files[0].measured")?,
             )),
-            "leakscope.check/2" => {
+            "leakscope.check/2" | "leakscope.check/3" => {
                 for (i, d) in v["files"][0]["devices"]
                     .as_array()
                     .into_iter()
@@ -100,7 +100,7 @@ impl Baseline {
                 }
             }
             "leakscope.leaks/1" => devices.push((device(&v), from_suspects(&v["suspects"]))),
-            "leakscope.leaks/2" => {
+            "leakscope.leaks/2" | "leakscope.leaks/3" => {
                 for d in v["devices"].as_array().into_iter().flatten() {
                     devices.push((device(d), from_suspects(&d["suspects"])));
                 }

@@ -95,7 +95,7 @@ pub struct LeaksCmd {
     /// Leave out sites growing by fewer bytes per window
     #[arg(long, default_value_t = 0)]
     pub min_bytes: u64,
-    /// Print JSON (schema leakscope.leaks/2)
+    /// Print JSON (schema leakscope.leaks/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -145,7 +145,7 @@ pub struct SegmentsCmd {
 pub struct RanksCmd {
     /// Directory holding per-rank (and per-step) snapshots
     pub dir: PathBuf,
-    /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
     /// Print JSON (schema leakscope.ranks/2)
@@ -171,7 +171,7 @@ pub struct CheckCmd {
     /// Write JUnit XML here (a test case per limit)
     #[arg(long)]
     pub junit: Option<PathBuf>,
-    /// Print JSON (schema leakscope.check/2)
+    /// Print JSON (schema leakscope.check/3)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -189,7 +189,7 @@ pub struct WindowsCmd {
     pub filters: FilterArgs,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Print JSON (schema leakscope.windows/1)
+    /// Print JSON (schema leakscope.windows/2)
     #[arg(long)]
     pub json: bool,
 }
@@ -234,7 +234,7 @@ pub struct ReportCmd {
     pub output: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print the report's data as JSON (schema leakscope.report/2) instead of writing HTML
+    /// Print the report's data as JSON (schema leakscope.report/3) instead of writing HTML
     #[arg(long)]
     pub json: bool,
 }
@@ -320,7 +320,7 @@ pub struct PointArgs {
 
 #[derive(clap::Args)]
 pub struct WindowArgs {
-    /// auto, annotation[:REGEX], metadata, frame:REGEX or every:N
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
     /// Only this phase of each step: annotation:REGEX (START to END of matching annotations)

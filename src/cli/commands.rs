@@ -127,9 +127,7 @@ impl WindowsCmd {
         let opts = options(self.win.device, Some(&self.win), None, &self.filters);
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.windows(&opts)?;
-        emit(self.json, &report, |r| {
-            render::leaks::windows_text(r, style)
-        })
+        emit(self.json, &report, |r| render::windows::text(r, style))
     }
 }
 

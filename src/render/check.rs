@@ -16,6 +16,9 @@ pub fn case_detail(c: &Case) -> String {
         }
     };
     let site = c.site.as_ref().map_or("", |s| s.label.as_str());
+    if let Some(why) = &c.unjudged {
+        return format!("cannot be checked: no per-window verdicts ({why})");
+    }
     match &c.name {
         Limit::MaxBytesPerWindow if c.passed => "no suspect grows faster".into(),
         Limit::MaxBytesPerWindow => format!(
@@ -64,7 +67,7 @@ pub fn text(r: &CheckReport, style: Style) -> String {
                 if failed == 0 {
                     "within budget".to_string()
                 } else {
-                    format!("{failed} limit(s) exceeded")
+                    format!("{failed} limit(s) not met")
                 }
             ))
         );

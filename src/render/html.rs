@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use crate::analysis::leaks::Growth;
 use crate::analysis::oom::DeviceOom;
+use crate::analysis::point::Point;
 use crate::analysis::top::{DeviceTop, TopRow};
 use crate::attribute::Site;
 use crate::session::{DeviceReport, ReportData};
@@ -297,12 +298,16 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
     card(
         "card-suspects",
         "Leak suspects",
-        format!(
-            "{}<div class=\"sub\">{} windows ({})</div>",
-            suspects,
-            count(d.leaks.windows.count),
-            escape(&d.leaks.windows.source)
-        ),
+        if d.leaks.windows.verdicts {
+            format!(
+                "{}<div class=\"sub\">{} windows ({})</div>",
+                suspects,
+                count(d.leaks.windows.count),
+                escape(&d.leaks.windows.source)
+            )
+        } else {
+            "no verdicts<div class=\"sub\">no repeated unit of work in the trace</div>".into()
+        },
         None,
     );
     if let Some(o) = &d.oom {
@@ -427,21 +432,27 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
     let (n, l) = (d.device, &d.leaks);
     let _ = write!(
         h,
-        "<section class=\"leaks-section\"><h2>Growth per window</h2><p>{} windows from {}{}. {}</p>",
+        "<section class=\"leaks-section\"><h2>Growth per window</h2><p id=\"windows-{n}\">{} windows from {}: {}</p>",
         count(l.windows.count),
         escape(&l.windows.source),
-        if l.windows.detail.is_empty() {
-            String::new()
-        } else {
-            format!(" (<code>{}</code>)", escape(&l.windows.detail))
-        },
-        if l.windows.guessed {
-            "These windows are a guess from a repeating function; they may be layers rather \
-             than micro-batches (choose them with <code>--windows</code>)."
-        } else {
-            ""
-        }
+        escape(&l.windows.reason)
     );
+    if let Some(warn) = l.windows.quality.as_ref().and_then(super::windows::warning) {
+        let _ = write!(h, "<p class=\"warn\">{}</p>", escape(&warn));
+    }
+    if !l.windows.verdicts {
+        let _ = write!(
+            h,
+            "<p id=\"no-verdicts-{n}\">No per-window verdicts: the trace holds no repeated unit of work. {}.</p>",
+            escape(&capitalized(super::leaks::HOW_TO_GET_VERDICTS))
+        );
+        if let Some(nv) = &l.no_verdicts {
+            holders_table(h, n, "peak", &nv.peak, &nv.at_peak);
+            holders_table(h, n, "end", &nv.end, &nv.at_end);
+        }
+        h.push_str("</section>\n");
+        return;
+    }
     let head = "<colgroup><col class=\"kind\"><col class=\"site\"></colgroup>\
                 <thead><tr><th>kind</th><th>site</th><th class=\"n\">bytes / window</th>\
                 <th class=\"n\">windows grown</th><th class=\"n\">since window</th><th class=\"n\">retained</th><th class=\"n\">at end</th><th>released</th></tr></thead>";
@@ -485,6 +496,37 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
         );
     }
     h.push_str("</section>\n");
+}
+
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// What holds memory at a point, where there are no verdicts to show.
+fn holders_table(h: &mut String, n: i64, what: &str, at: &Point, rows: &[TopRow]) {
+    let _ = write!(
+        h,
+        "<h3>Held at the {what} ({}): {}</h3><table id=\"held-{what}-{n}\"><thead><tr><th class=\"n\">bytes</th><th class=\"n\">blocks</th><th>site</th></tr></thead><tbody>",
+        at.event_index.map_or_else(
+            || "before the first event".into(),
+            |e| format!("after event {e}")
+        ),
+        bytes(at.live_bytes)
+    );
+    for r in rows {
+        let _ = write!(
+            h,
+            "<tr><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td></tr>",
+            r.bytes,
+            bytes(r.bytes),
+            count(r.blocks),
+            escape(&r.site.label)
+        );
+    }
+    h.push_str("</tbody></table>");
 }
 
 fn oom_section(h: &mut String, o: &DeviceOom) {

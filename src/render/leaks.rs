@@ -4,9 +4,10 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device, signed_bytes};
 use crate::analysis::compare::{CompareWarning, DeviceCompare};
+use crate::analysis::leaks::NoVerdicts;
 use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
-use crate::session::{CompareReport, LeaksReport, WindowsReport};
-use crate::windows::Windows;
+use crate::analysis::top::TopRow;
+use crate::session::{CompareReport, LeaksReport};
 
 fn release(g: &Growth) -> String {
     match &g.released_at {
@@ -31,18 +32,29 @@ pub fn text(r: &LeaksReport, style: Style) -> String {
 }
 
 fn header(r: &DeviceLeaks) -> String {
+    if !r.windows.verdicts {
+        return format!(
+            "device {}: {} events, the whole trace one window{}\n",
+            r.device,
+            count(r.trace.events),
+            if r.trace.wrapped {
+                "; the trace misses part of the history"
+            } else {
+                ""
+            }
+        );
+    }
     format!(
-        "device {}: {} windows from {} ({}), {} events{}\n",
+        "device {}: {} windows, {} events{}\n  windows: {}\n",
         r.device,
         count(r.windows.count),
-        r.windows.source,
-        r.windows.reason,
         count(r.trace.events),
         if r.trace.wrapped {
             "; the trace misses part of the history"
         } else {
             ""
-        }
+        },
+        r.windows.reason,
     )
 }
 
@@ -121,10 +133,67 @@ fn others_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     }
 }
 
+/// The advice when there are no per-window verdicts.
+pub const HOW_TO_GET_VERDICTS: &str = "to get them, capture several iterations and mark each with torch.profiler.record_function (or torch.cuda.memory._set_memory_metadata), or pass --windows";
+
+fn holders(o: &mut String, title: &str, rows: &[TopRow], by: &str, style: Style) {
+    let _ = writeln!(o, "{}", style.bold(title));
+    let mut t = Table::new(&[
+        ("bytes", Align::Right),
+        ("blocks", Align::Right),
+        (by, Align::Left),
+    ]);
+    for row in rows {
+        t.row([bytes(row.bytes), count(row.blocks), row.site.label.clone()]);
+    }
+    o.push_str(&t.render(style));
+}
+
+fn no_verdicts_text(r: &DeviceLeaks, nv: &NoVerdicts, by: &str, style: Style, o: &mut String) {
+    let _ = writeln!(
+        o,
+        "{}",
+        style.bold("no per-window verdicts: the trace holds no repeated unit of work")
+    );
+    let _ = writeln!(o, "  {}", r.windows.reason);
+    let _ = writeln!(o, "  {HOW_TO_GET_VERDICTS}");
+    o.push('\n');
+    let point = |p: &crate::analysis::Point| super::tree::point_text(p);
+    if nv.peak.event_index == nv.end.event_index {
+        let title = format!(
+            "held at the peak, which is the end ({}): {}",
+            point(&nv.end),
+            bytes(nv.end.live_bytes)
+        );
+        holders(o, &title, &nv.at_end, by, style);
+        return;
+    }
+    let title = format!(
+        "held at the {}: {}",
+        point(&nv.peak),
+        bytes(nv.peak.live_bytes)
+    );
+    holders(o, &title, &nv.at_peak, by, style);
+    o.push('\n');
+    let title = format!(
+        "held at the {}: {}",
+        point(&nv.end),
+        bytes(nv.end.live_bytes)
+    );
+    holders(o, &title, &nv.at_end, by, style);
+}
+
 /// One device's findings.
 pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
     let mut o = header(r);
+    if let Some(warn) = r.windows.quality.as_ref().and_then(super::windows::warning) {
+        let _ = writeln!(o, "warning: {warn}");
+    }
     o.push('\n');
+    if let Some(nv) = &r.no_verdicts {
+        no_verdicts_text(r, nv, by, style, &mut o);
+        return o;
+    }
     if r.suspects.is_empty() {
         let _ = writeln!(
             o,
@@ -139,43 +208,6 @@ pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
     if !r.not_suspects.is_empty() {
         others_text(r, by, style, &mut o);
     }
-    o
-}
-
-/// Renders the windows of every device: where they come from and each one's event range.
-pub fn windows_text(r: &WindowsReport, style: Style) -> String {
-    per_device(&r.file, &r.devices, &r.idle_devices, |w| {
-        device_windows_text(w, style)
-    })
-}
-
-fn device_windows_text(w: &Windows, style: Style) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "device {}: {} windows from {}: {}",
-        w.device,
-        count(w.len() as u64),
-        w.source,
-        w.reason
-    );
-    o.push('\n');
-    let mut t = Table::new(&[
-        ("window", Align::Right),
-        ("first event", Align::Right),
-        ("events", Align::Right),
-        ("name", Align::Left),
-    ]);
-    for k in 0..w.len() {
-        let (s, e) = w.range(k);
-        t.row([
-            k.to_string(),
-            s.to_string(),
-            count(e.saturating_sub(s) as u64),
-            w.names.get(k).cloned().unwrap_or_default(),
-        ]);
-    }
-    o.push_str(&t.render(style));
     o
 }
 

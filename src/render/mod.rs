@@ -15,6 +15,7 @@ pub mod summary;
 mod table;
 pub mod top;
 pub mod tree;
+pub mod windows;
 
 pub use table::{Align, Style, Table};
 

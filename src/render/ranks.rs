@@ -51,7 +51,11 @@ pub fn text(r: &RanksReport, style: Style) -> String {
             x.device.map_or_else(|| "-".into(), |d| d.to_string()),
             bytes(x.peak_bytes),
             bytes(x.end_allocated_bytes),
-            bytes(x.growth_bytes_per_window),
+            if x.verdicts {
+                bytes(x.growth_bytes_per_window)
+            } else {
+                "no verdicts".into()
+            },
             if x.outlier {
                 "OUTLIER".into()
             } else {

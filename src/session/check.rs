@@ -40,7 +40,7 @@ impl FileCheck {
     }
 }
 
-/// `leakscope check` (`leakscope.check/2`).
+/// `leakscope check` (`leakscope.check/3`).
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
     /// Schema name.

@@ -42,6 +42,7 @@ fn row(f: &Found) -> RankRow {
         top_suspect: None,
         top_suspect_bytes_per_window: 0,
         windows: 0,
+        verdicts: false,
         outlier: false,
         error: None,
     }
@@ -78,6 +79,7 @@ fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
             out.end_allocated_bytes = r.view.held_bytes();
             let found = r.find_leaks();
             out.windows = found.windows.count;
+            out.verdicts = found.windows.verdicts;
             out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
             if let Some(top) = found.suspects.first() {
                 out.top_suspect = Some(top.site.clone());

@@ -75,9 +75,9 @@ impl<T> PerDevice<T> {
     }
 }
 
-/// `leakscope leaks` (`leakscope.leaks/2`).
+/// `leakscope leaks` (`leakscope.leaks/3`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
-/// `leakscope windows` (`leakscope.windows/1`).
+/// `leakscope windows` (`leakscope.windows/2`).
 pub type WindowsReport = PerDevice<Windows>;
 /// `leakscope top` (`leakscope.top/2`).
 pub type TopReport = PerDevice<DeviceTop>;
@@ -93,9 +93,9 @@ pub type OomReport = PerDevice<DeviceOom>;
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/2";
+    pub const LEAKS: &str = "leakscope.leaks/3";
     /// [`super::WindowsReport`].
-    pub const WINDOWS: &str = "leakscope.windows/1";
+    pub const WINDOWS: &str = "leakscope.windows/2";
     /// [`super::TopReport`].
     pub const TOP: &str = "leakscope.top/2";
     /// [`super::TreeReport`].
@@ -107,11 +107,11 @@ pub mod schema {
     /// `session::compare::CompareReport`.
     pub const COMPARE: &str = "leakscope.compare/2";
     /// `session::check::CheckReport`.
-    pub const CHECK: &str = "leakscope.check/2";
+    pub const CHECK: &str = "leakscope.check/3";
     /// `session::ranks::RanksReport`.
     pub const RANKS: &str = "leakscope.ranks/2";
     /// `session::report::ReportData`.
-    pub const REPORT: &str = "leakscope.report/2";
+    pub const REPORT: &str = "leakscope.report/3";
     /// `analysis::summary::Summary` (its shape did not change with devices).
     pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
 }

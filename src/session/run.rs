@@ -65,8 +65,9 @@ impl<'s> DeviceRun<'s> {
         let (snap, d) = (self.attr.snapshot(), self.view.device);
         let (spec, within, attr) = (&self.spec, &self.within, &self.attr);
         let mut matched = true;
+        let replay = &self.replay;
         let w = self.windows.get_or_insert_with(|| {
-            let w = windows::windows(snap, d, spec, attr);
+            let w = windows::windows(snap, replay, spec, attr);
             match within {
                 None => w,
                 Some(within) => {

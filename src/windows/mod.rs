@@ -1,5 +1,5 @@
 //! Stage 4, `windows`: cutting a device's trace into repeated units of work
-//! (micro-batches), so growth can be measured per unit.
+//! (micro-batches, steps), so growth can be measured per unit.
 //!
 //! Sources, as `--windows SPEC`: `annotation[:REGEX]` (a window per matching
 //! `record_function` START in `external_annotations`), `metadata` (a window per change of
@@ -8,50 +8,347 @@
 //! `every:N` events, and `auto`. A window runs from its start to the next window's start
 //! (the last one to the end of the trace), so every event after the first start belongs
 //! to exactly one window.
+//!
+//! `auto` measures its candidates (`quality`): a unit of work frees most of what it
+//! allocates, repeats alike (in length and in the call stacks it allocates from) and covers
+//! the trace. Annotation and metadata families that qualify come first; else entries into
+//! each function and the allocations of each call site. Of the families that qualify, the
+//! coarsest with enough windows to judge growth on wins: a micro-batch rather than its
+//! layers, and rather than its step when the trace holds only a few steps (memory kept to
+//! the end of a step, the pipeline case, only shows as growth per micro-batch). When
+//! nothing qualifies the whole trace is one window and there are no per-window verdicts.
 
+mod quality;
 mod set;
 mod sources;
 mod spec;
 
 use crate::attribute::Attributor;
 use crate::model::Snapshot;
+use crate::replay::Replay;
 
-pub use set::Windows;
+pub use quality::{
+    Allocations, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE, MIN_SAME_WORK,
+    MIN_SELF_FREED, MIN_WINDOWS, Quality,
+};
+pub use set::{Candidate, Windows};
 pub use sources::annotation_spans;
 pub use spec::{SpecError, WindowSpec, Within};
 
-/// Cuts device `device`'s trace into windows per `spec`. With nothing to go by, the
-/// whole trace is one window (and `reason` says so).
-pub fn windows(snap: &Snapshot, device: i64, spec: &WindowSpec, attr: &Attributor) -> Windows {
+use sources::Family;
+
+/// Candidate families of functions and call sites measured in full, at most.
+const EVALUATIONS: usize = 64;
+/// Of the candidates with the same number of windows, the ones measured in full.
+const PER_COUNT: usize = 3;
+/// A family cleans up "nearly as well as the best" within this share of it.
+const NEARLY_BEST: f64 = 0.9;
+/// Windows enough to judge growth on: twice the run a late leak needs, so such a run can
+/// be told from the first half of the trace.
+const EVIDENCE: usize = 6;
+
+/// Cuts the trace of `replay`'s device into windows per `spec`.
+pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attributor) -> Windows {
+    let device = replay.device;
     let events = snap.trace(device).len() as u32;
-    let found = match spec {
-        WindowSpec::Annotation(re) => sources::annotation_windows(snap, device, re.as_ref()),
-        WindowSpec::Metadata => sources::metadata_windows(snap, device),
-        WindowSpec::Frame(re) => sources::frame_windows(snap, device, attr, re),
-        WindowSpec::Every(n) => Some(Windows {
-            device,
-            guessed: false,
-            source: "every".into(),
+    let allocs = Allocations::of(replay);
+    let family = match spec {
+        WindowSpec::Auto => return auto(snap, replay, attr, &allocs),
+        WindowSpec::Annotation(re) => sources::annotation_families(snap, device, re.as_ref())
+            .into_iter()
+            .max_by_key(|f| f.starts.len()),
+        WindowSpec::Metadata => sources::metadata_family(snap, device),
+        WindowSpec::Frame(re) => Some(sources::frame_family(snap, device, attr, re)),
+        WindowSpec::Site(re) => Some(sources::site_family(snap, device, re)),
+        WindowSpec::Every(n) => Some(Family {
+            source: "every",
             detail: n.to_string(),
-            reason: format!("every {n} events"),
             starts: (0..events).step_by(*n as usize).collect(),
-            ends: Vec::new(),
-            names: vec![String::new(); events.div_ceil(*n) as usize],
-            events,
+            names: Vec::new(),
+            spec: spec.to_string(),
         }),
-        WindowSpec::Auto => sources::annotation_windows(snap, device, None)
-            .or_else(|| sources::metadata_windows(snap, device))
-            .or_else(|| sources::period_windows(snap, device, attr)),
     };
-    found.filter(|w| !w.is_empty()).unwrap_or_else(|| Windows {
+    match family.filter(|f| !f.starts.is_empty()) {
+        Some(mut f) => {
+            f.spec = spec.to_string();
+            let q = quality::measure(&f.starts, events, &allocs);
+            let reason = format!("as asked: {}", spec);
+            build(device, events, f, reason, false, q)
+        }
+        None => whole_trace(
+            device,
+            events,
+            format!(
+                "--windows {spec} found nothing to cut the trace by: the whole trace is one window"
+            ),
+            Vec::new(),
+        ),
+    }
+}
+
+fn build(
+    device: i64,
+    events: u32,
+    f: Family,
+    reason: String,
+    guessed: bool,
+    q: Quality,
+) -> Windows {
+    let names = if f.names.is_empty() {
+        vec![String::new(); f.starts.len()]
+    } else {
+        f.names
+    };
+    Windows {
         device,
-        guessed: false,
+        source: f.source.into(),
+        detail: f.detail,
+        reason,
+        spec: Some(f.spec),
+        guessed,
+        starts: f.starts,
+        ends: Vec::new(),
+        events,
+        names,
+        verdicts: true,
+        quality: Some(q),
+        candidates: Vec::new(),
+    }
+}
+
+fn whole_trace(device: i64, events: u32, reason: String, candidates: Vec<Candidate>) -> Windows {
+    Windows {
+        device,
         source: "whole-trace".into(),
         detail: String::new(),
-        reason: "nothing to cut the trace by (no matching annotations, metadata or repeating function): the whole trace is one window".into(),
+        reason,
+        spec: None,
+        guessed: false,
         starts: vec![0],
         ends: Vec::new(),
-        names: vec![String::new()],
         events,
+        names: vec![String::new()],
+        verdicts: false,
+        quality: None,
+        candidates,
+    }
+}
+
+/// A measured family.
+struct Measured {
+    family: Family,
+    quality: Quality,
+}
+
+impl Measured {
+    fn candidate(&self) -> Candidate {
+        Candidate {
+            source: self.family.source.into(),
+            detail: self.family.detail.clone(),
+            spec: self.family.spec.clone(),
+            quality: self.quality.clone(),
+        }
+    }
+}
+
+/// The unit of work among the measured families. Of those that qualify and clean up
+/// nearly as well as the best (a micro-batch that frees what it allocates as well as its
+/// step is a unit; one that hands its activations to the next, as a pipeline's first
+/// stages do, is not, and the step is), the coarsest with enough windows to judge growth
+/// on ([`EVIDENCE`]): the outermost repetition, a micro-batch rather than its layers
+/// (which clean up too when nothing is kept for backward); else the finest there is.
+fn unit_of_work(measured: &[Measured]) -> Option<Choice> {
+    let best = measured
+        .iter()
+        .filter(|m| m.quality.qualifies())
+        .map(|m| m.quality.self_freed)
+        .fold(f64::NAN, f64::max);
+    let units = measured.iter().filter(|m| m.quality.qualifies()).count();
+    let ok: Vec<usize> = (0..measured.len())
+        .filter(|&i| measured[i].quality.qualifies())
+        .filter(|&i| measured[i].quality.self_freed >= NEARLY_BEST * best)
+        .collect();
+    // Fewer windows first; of as many, the one that frees more in place.
+    let coarser = |a: &usize, b: &usize| {
+        let (qa, qb) = (&measured[*a].quality, &measured[*b].quality);
+        qa.windows
+            .cmp(&qb.windows)
+            .then(qb.self_freed.total_cmp(&qa.self_freed))
+    };
+    let coarsest = ok
+        .iter()
+        .copied()
+        .filter(|&i| measured[i].quality.windows as usize >= EVIDENCE)
+        .min_by(coarser);
+    let finest = |a: &usize, b: &usize| {
+        let (qa, qb) = (&measured[*a].quality, &measured[*b].quality);
+        qb.windows
+            .cmp(&qa.windows)
+            .then(qb.self_freed.total_cmp(&qa.self_freed))
+    };
+    let (index, rule) = match coarsest {
+        Some(i) => (i, Rule::Coarsest),
+        None => (ok.iter().copied().min_by(finest)?, Rule::Finest),
+    };
+    Some(Choice {
+        index,
+        rule,
+        units,
+        close: ok.len(),
     })
+}
+
+/// Which family won, and by which rule.
+struct Choice {
+    index: usize,
+    rule: Rule,
+    /// Families that are units of work.
+    units: usize,
+    /// Of those, the ones that free nearly as much as the best.
+    close: usize,
+}
+
+enum Rule {
+    /// The coarsest with at least [`EVIDENCE`] windows.
+    Coarsest,
+    /// None has that many: the finest.
+    Finest,
+}
+
+fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocations) -> Windows {
+    let device = replay.device;
+    let events = snap.trace(device).len() as u32;
+    let mut named: Vec<Family> = sources::annotation_families(snap, device, None);
+    named.extend(sources::metadata_family(snap, device));
+    let mut measured: Vec<Measured> = named
+        .into_iter()
+        .map(|f| Measured {
+            quality: quality::measure(&f.starts, events, allocs),
+            family: f,
+        })
+        .collect();
+    if let Some(c) = unit_of_work(&measured) {
+        return chosen(device, events, measured, c, false);
+    }
+    let mut unnamed = sources::function_families(snap, device, attr);
+    unnamed.extend(sources::site_families(snap, device));
+    let considered = measured.len() + unnamed.len();
+    measured.extend(shortlist(unnamed, replay, events, allocs));
+    match unit_of_work(&measured) {
+        Some(c) => chosen(device, events, measured, c, true),
+        None => {
+            let candidates = ranked(&measured);
+            let reason = if considered == 0 {
+                format!(
+                    "nothing repeats in a trace of {} allocation(s): no family of windows to weigh",
+                    allocs.births().len()
+                )
+            } else {
+                format!(
+                    "none of {considered} candidate window families (annotations, metadata, entries into functions, allocations of call sites; {} measured in full) frees most of what it allocates, repeats alike and covers the trace, as one forward and backward, a single forward or a benchmark's few calls do not",
+                    measured.len()
+                )
+            };
+            whole_trace(device, events, reason, candidates)
+        }
+    }
+}
+
+/// The candidates, most windows first (then the best at freeing in place).
+fn ranked(measured: &[Measured]) -> Vec<Candidate> {
+    let mut c: Vec<Candidate> = measured.iter().map(Measured::candidate).collect();
+    c.sort_by(|a, b| {
+        b.quality
+            .windows
+            .cmp(&a.quality.windows)
+            .then(b.quality.self_freed.total_cmp(&a.quality.self_freed))
+            .then_with(|| a.detail.cmp(&b.detail))
+    });
+    c
+}
+
+fn chosen(device: i64, events: u32, measured: Vec<Measured>, c: Choice, guessed: bool) -> Windows {
+    let candidates = ranked(&measured);
+    let m = measured.into_iter().nth(c.index);
+    let Some(Measured { family, quality }) = m else {
+        return whole_trace(device, events, String::new(), candidates);
+    };
+    let what = match family.source {
+        "annotation" => format!("annotation family `{}`", family.detail),
+        "metadata" => "changes of user_metadata".to_string(),
+        "frame" => format!(
+            "entries into `{}`",
+            family.detail.trim_start_matches('^').trim_end_matches('$')
+        ),
+        _ => format!("allocations at {}", family.detail),
+    };
+    let rule = match c.rule {
+        Rule::Coarsest => format!("the coarsest with at least {EVIDENCE} windows"),
+        Rule::Finest => format!("the finest (none has {EVIDENCE} windows)"),
+    };
+    let reason = format!(
+        "{what}: {} windows; of {} candidates, units of work: {}, of which {} free nearly as much in place as the best: {rule} ({:.0}% of a window's bytes freed in it, {:.0}% of windows alike and {:.0}% doing the same work, {:.0}% of allocations covered)",
+        quality.windows,
+        candidates.len(),
+        c.units,
+        c.close,
+        quality.self_freed * 100.0,
+        quality.alike_windows * 100.0,
+        quality.same_work * 100.0,
+        quality.coverage * 100.0
+    );
+    let mut w = build(device, events, family, reason, guessed, quality);
+    w.candidates = candidates;
+    w
+}
+
+/// The function and call-site families worth measuring in full: those that pass the cheap
+/// checks (enough windows, alike, covering the trace), one of each set of identical
+/// starts, by number of windows (most first); of those with the same number, the ones
+/// whose boundaries fall where the least memory is live (where one unit of work ends and
+/// the next begins), a few per number and a bounded number in all.
+fn shortlist(
+    families: Vec<Family>,
+    replay: &Replay,
+    events: u32,
+    allocs: &Allocations,
+) -> Vec<Measured> {
+    let mut plausible: Vec<Family> = families
+        .into_iter()
+        .filter(|f| quality::plausible(&f.starts, events, allocs))
+        .collect();
+    plausible.sort_by(|a, b| {
+        b.starts
+            .len()
+            .cmp(&a.starts.len())
+            .then_with(|| a.starts.cmp(&b.starts))
+            .then_with(|| a.detail.cmp(&b.detail))
+    });
+    plausible.dedup_by(|a, b| a.starts == b.starts);
+    let live_before = |f: &Family| -> u128 {
+        f.starts
+            .iter()
+            .map(|&s| replay.live_after(s.checked_sub(1)) as u128)
+            .sum::<u128>()
+            / f.starts.len().max(1) as u128
+    };
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < plausible.len() && out.len() < EVALUATIONS {
+        let n = plausible[k].starts.len();
+        let end = k + plausible[k..]
+            .iter()
+            .take_while(|f| f.starts.len() == n)
+            .count();
+        let mut group: Vec<&Family> = plausible[k..end].iter().collect();
+        group.sort_by_key(|f| live_before(f));
+        for f in group.into_iter().take(PER_COUNT) {
+            out.push(Measured {
+                quality: quality::measure(&f.starts, events, allocs),
+                family: f.clone(),
+            });
+        }
+        k = end;
+    }
+    out
 }

@@ -3,6 +3,22 @@
 
 use serde::Serialize;
 
+use super::quality::Quality;
+
+/// A family of windows `auto` weighed, with its figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct Candidate {
+    /// `annotation`, `metadata`, `frame` (entries into a function) or `site` (the
+    /// allocations of one call site).
+    pub source: String,
+    /// The annotation family, the function (as a `--windows frame:` pattern), the site.
+    pub detail: String,
+    /// The `--windows` value that gives these windows.
+    pub spec: String,
+    /// Its figures, and what it fails.
+    pub quality: Quality,
+}
+
 /// The windows of one device.
 #[derive(Clone, Debug, Serialize)]
 pub struct Windows {
@@ -14,6 +30,8 @@ pub struct Windows {
     pub detail: String,
     /// Why this source was chosen (for `auto`) or how it was read.
     pub reason: String,
+    /// The `--windows` value that gives these windows again (none for the whole trace).
+    pub spec: Option<String>,
     /// The windows are `auto`'s guess from a repeating function (no annotations or
     /// metadata said what a step is): they may be layers rather than micro-batches.
     pub guessed: bool,
@@ -27,6 +45,16 @@ pub struct Windows {
     pub events: u32,
     /// A name per window (the annotation name, the metadata value), when there is one.
     pub names: Vec<String>,
+    /// Whether the windows are units of work to judge growth across. False when the
+    /// whole trace is one window because nothing qualified (or the spec found nothing):
+    /// the leak finder then gives no per-window verdicts.
+    pub verdicts: bool,
+    /// The windows' figures (absent for the whole trace): an explicit `--windows` that
+    /// fails them is used anyway, and the failures are reported.
+    pub quality: Option<Quality>,
+    /// What `auto` weighed, most windows first: each candidate family's figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
 }
 
 impl Windows {

@@ -1,12 +1,45 @@
-//! Where windows come from: `record_function` annotations, `user_metadata`, entries into
-//! functions, and the function that repeats least often (what `auto` falls back to).
+//! Where windows can come from, as families of window starts: `record_function`
+//! annotations (a family per name, digits aside), changes of `user_metadata`, entries into
+//! each function, and the allocations of each call site (a boundary that recurs once per
+//! unit of work, where no frame names one).
 
 use regex::Regex;
 
-use super::set::Windows;
 use crate::attribute::{Attributor, is_python};
 use crate::model::fxhash::FastMap;
-use crate::model::{Action, Snapshot, flags};
+use crate::model::{Action, Snapshot, StackId, StrId, flags};
+
+/// A family of windows: where each starts, what each is called, and where they come from.
+#[derive(Clone, Debug)]
+pub(super) struct Family {
+    /// `annotation`, `metadata`, `frame` or `site`.
+    pub source: &'static str,
+    /// The annotation family or pattern, the function, the call site.
+    pub detail: String,
+    /// Event index of each window's start, increasing.
+    pub starts: Vec<u32>,
+    /// A name per window (annotations, metadata), else empty.
+    pub names: Vec<String>,
+    /// The `--windows` value that gives these windows.
+    pub spec: String,
+}
+
+impl Family {
+    fn new(source: &'static str, detail: String, starts: Vec<u32>) -> Family {
+        Family {
+            source,
+            spec: format!("{source}:{detail}"),
+            detail,
+            starts,
+            names: Vec::new(),
+        }
+    }
+
+    fn with_spec(mut self, spec: String) -> Family {
+        self.spec = spec;
+        self
+    }
+}
 
 /// Event spans `[START, END)` of the annotations matching `re` on `device` (a START with
 /// no END runs to the end of the trace).
@@ -45,91 +78,94 @@ pub fn annotation_spans(snap: &Snapshot, device: i64, re: &Regex) -> Vec<(u32, u
     spans
 }
 
+/// A pattern for the names of an annotation family: `micro_batch3` gives
+/// `^micro_batch\d+$`.
+fn name_pattern(name: &str) -> String {
+    let mut out = String::from("^");
+    let mut digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push_str("\\d+");
+            }
+            digits = true;
+        } else {
+            digits = false;
+            out.push_str(&regex::escape(c.encode_utf8(&mut [0; 4])));
+        }
+    }
+    out.push('$');
+    out
+}
+
 /// Strips digits so `micro_batch12` and `micro_batch3` fall in one family.
 fn family(name: &str) -> String {
     name.chars().filter(|c| !c.is_ascii_digit()).collect()
 }
 
-pub(super) fn annotation_windows(
+/// Annotation families: with `pattern`, the one family of the STARTs matching it; else a
+/// family per name with its digits stripped. Each START maps to the first timed event at
+/// or after its time.
+pub(super) fn annotation_families(
     snap: &Snapshot,
     device: i64,
     pattern: Option<&Regex>,
-) -> Option<Windows> {
+) -> Vec<Family> {
     let trace = snap.trace(device);
-    let anns = snap.external_annotations.as_ref()?;
+    let Some(anns) = snap.external_annotations.as_ref() else {
+        return Vec::new();
+    };
     let timed: Vec<(i64, u32)> = (0..trace.len())
         .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
         .map(|i| (trace.time_us[i], i as u32))
         .collect();
-    if timed.is_empty() {
-        return None;
-    }
-    let starts: Vec<(&str, i64)> = anns
-        .iter()
-        .filter(|a| a.device.is_none_or(|d| d == device))
-        .filter(|a| a.stage.as_deref() == Some("START"))
-        .filter_map(|a| Some((a.name.as_deref()?, a.time_us?)))
-        .collect();
-    let (chosen, reason): (Vec<(&str, i64)>, String) = match pattern {
-        Some(re) => (
-            starts
-                .iter()
-                .filter(|(n, _)| re.is_match(n))
-                .copied()
-                .collect(),
-            format!("annotations matching {}", re.as_str()),
-        ),
-        None => {
-            // The repeating family with the most occurrences: the finest unit of work.
-            let mut counts: FastMap<String, usize> = FastMap::default();
-            for (n, _) in &starts {
-                *counts.entry(family(n)).or_default() += 1;
-            }
-            let mut fams: Vec<(String, usize)> =
-                counts.into_iter().filter(|(_, c)| *c >= 3).collect();
-            fams.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            let (fam, count) = fams.first()?.clone();
-            (
-                starts
-                    .iter()
-                    .filter(|(n, _)| family(n) == fam)
-                    .copied()
-                    .collect(),
-                format!("annotation family `{fam}` repeats {count} times, the most of any"),
-            )
+    let mut by_family: Vec<(String, Vec<(u32, String)>)> = Vec::new();
+    for a in anns {
+        let (Some(name), Some(t), Some("START")) =
+            (a.name.as_deref(), a.time_us, a.stage.as_deref())
+        else {
+            continue;
+        };
+        if a.device.is_some_and(|d| d != device) || pattern.is_some_and(|re| !re.is_match(name)) {
+            continue;
         }
-    };
-    if chosen.is_empty() {
-        return None;
-    }
-    // Each START maps to the first event at or after its time.
-    let mut ws: Vec<(u32, String)> = Vec::new();
-    for (name, t) in chosen {
-        let at = timed.partition_point(|&(ti, _)| ti < t);
-        if let Some(&(_, ev)) = timed.get(at)
-            && ws.last().is_none_or(|(s, _)| *s < ev)
-        {
+        let Some(&(_, ev)) = timed.get(timed.partition_point(|&(ti, _)| ti < t)) else {
+            continue;
+        };
+        let key = match pattern {
+            Some(re) => re.as_str().to_string(),
+            None => family(name),
+        };
+        let slot = match by_family.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                by_family.push((key, Vec::new()));
+                by_family.len() - 1
+            }
+        };
+        let ws = &mut by_family[slot].1;
+        if ws.last().is_none_or(|(s, _)| *s < ev) {
             ws.push((ev, name.to_string()));
         }
     }
-    let detail = match pattern {
-        Some(re) => re.as_str().to_string(),
-        None => ws.first().map(|(_, n)| family(n)).unwrap_or_default(),
-    };
-    Some(Windows {
-        device,
-        guessed: false,
-        source: "annotation".into(),
-        detail,
-        reason,
-        starts: ws.iter().map(|w| w.0).collect(),
-        ends: Vec::new(),
-        names: ws.into_iter().map(|w| w.1).collect(),
-        events: trace.len() as u32,
-    })
+    by_family
+        .into_iter()
+        .filter(|(_, ws)| !ws.is_empty())
+        .map(|(detail, ws)| Family {
+            source: "annotation",
+            spec: match pattern {
+                Some(re) => format!("annotation:{}", re.as_str()),
+                None => format!("annotation:{}", name_pattern(&ws[0].1)),
+            },
+            detail,
+            starts: ws.iter().map(|w| w.0).collect(),
+            names: ws.into_iter().map(|w| w.1).collect(),
+        })
+        .collect()
 }
 
-pub(super) fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> {
+/// A window per change of `user_metadata` (at least two).
+pub(super) fn metadata_family(snap: &Snapshot, device: i64) -> Option<Family> {
     let trace = snap.trace(device);
     let mut starts = Vec::new();
     let mut names = Vec::new();
@@ -147,113 +183,238 @@ pub(super) fn metadata_windows(snap: &Snapshot, device: i64) -> Option<Windows> 
             last = um;
         }
     }
-    (starts.len() >= 2).then(|| Windows {
-        device,
-        guessed: false,
-        source: "metadata".into(),
+    (starts.len() >= 2).then(|| Family {
+        source: "metadata",
         detail: "user_metadata".into(),
-        reason: format!("user_metadata changes {} times", starts.len()),
+        spec: "metadata".into(),
         starts,
-        ends: Vec::new(),
         names,
-        events: trace.len() as u32,
     })
 }
 
-/// Entries into functions: for each function name, the allocations whose filtered stack
-/// has it while the previous allocation's did not.
+/// Entries into functions: for each Python function (of the filtered stacks), the
+/// allocations whose stack has it while the previous allocation's did not.
 fn entries(
     snap: &Snapshot,
     device: i64,
     attr: &Attributor,
     only: Option<&Regex>,
-) -> FastMap<String, Vec<u32>> {
+) -> FastMap<u32, Vec<u32>> {
     let trace = snap.trace(device);
-    let mut out: FastMap<String, Vec<u32>> = FastMap::default();
-    let mut prev: Vec<u32> = Vec::new();
-    let mut cache: FastMap<crate::model::StackId, Vec<u32>> = FastMap::default();
+    let mut out: FastMap<u32, Vec<u32>> = FastMap::default();
+    let mut prev: Option<StackId> = None;
+    // The functions of each stack, sorted (looked up once per distinct stack).
+    let mut cache: FastMap<StackId, Vec<u32>> = FastMap::default();
     for i in 0..trace.len() {
-        if trace.action[i] != Action::ALLOC {
+        let s = trace.stack[i];
+        if trace.action[i] != Action::ALLOC || prev == Some(s) {
             continue;
         }
-        let s = trace.stack[i];
-        let names = cache
-            .entry(s)
-            .or_insert_with(|| {
-                let mut v: Vec<u32> = attr
-                    .filtered(s)
-                    .into_iter()
-                    .filter(|f| is_python(snap, snap.frames.get(*f)))
-                    .map(|f| snap.frames.get(f).name.0)
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .clone();
-        for n in &names {
-            if prev.binary_search(n).is_err() {
-                let name = snap.strings.get(crate::model::StrId(*n));
-                if only.is_none_or(|r| r.is_match(name)) {
-                    out.entry(name.to_string()).or_default().push(i as u32);
-                }
+        cache.entry(s).or_insert_with(|| {
+            let mut v: Vec<u32> = attr
+                .filtered(s)
+                .into_iter()
+                .filter(|f| is_python(snap, snap.frames.get(*f)))
+                .map(|f| snap.frames.get(f).name.0)
+                .filter(|&n| only.is_none_or(|r| r.is_match(snap.strings.get(StrId(n)))))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        });
+        let before: &[u32] = prev.and_then(|p| cache.get(&p)).map_or(&[], |v| v);
+        for n in &cache[&s] {
+            if before.binary_search(n).is_err() {
+                out.entry(*n).or_default().push(i as u32);
             }
         }
-        prev = names;
+        prev = Some(s);
     }
     out
 }
 
-pub(super) fn frame_windows(
-    snap: &Snapshot,
-    device: i64,
-    attr: &Attributor,
-    re: &Regex,
-) -> Option<Windows> {
-    let ent = entries(snap, device, attr, Some(re));
-    let mut starts: Vec<u32> = ent.into_values().flatten().collect();
+/// `frame:REGEX`: a window starts at each entry into a function matching the pattern.
+pub(super) fn frame_family(snap: &Snapshot, device: i64, attr: &Attributor, re: &Regex) -> Family {
+    let mut starts: Vec<u32> = entries(snap, device, attr, Some(re))
+        .into_values()
+        .flatten()
+        .collect();
     starts.sort_unstable();
     starts.dedup();
-    (!starts.is_empty()).then(|| Windows {
-        device,
-        guessed: false,
-        source: "frame".into(),
-        detail: re.as_str().to_string(),
-        reason: format!("entries into a function matching {}", re.as_str()),
-        names: vec![String::new(); starts.len()],
-        starts,
-        ends: Vec::new(),
-        events: snap.trace(device).len() as u32,
-    })
+    Family::new("frame", re.as_str().to_string(), starts)
 }
 
-/// The function entered least often but at least four times, most allocations inside
-/// on ties: the outermost repeating unit of work that still gives windows to compare.
-pub(super) fn period_windows(snap: &Snapshot, device: i64, attr: &Attributor) -> Option<Windows> {
-    let ent = entries(snap, device, attr, None);
-    let mut cands: Vec<(String, Vec<u32>)> =
-        ent.into_iter().filter(|(_, v)| v.len() >= 4).collect();
-    // Fewest entries first; then the earliest first entry (an enclosing function is
-    // entered before what it calls), then the name for a stable order.
-    cands.sort_by(|a, b| {
-        a.1.len()
-            .cmp(&b.1.len())
-            .then(a.1[0].cmp(&b.1[0]))
-            .then(a.0.cmp(&b.0))
-    });
-    let (name, starts) = cands.into_iter().next()?;
-    Some(Windows {
-        device,
-        source: "frame".into(),
-        guessed: true,
-        detail: format!("^{}$", regex::escape(&name)),
-        reason: format!(
-            "no repeating annotations or user_metadata; `{name}` is the function entered least often but at least 4 times ({} entries)",
-            starts.len()
-        ),
-        names: vec![String::new(); starts.len()],
-        starts,
-        ends: Vec::new(),
-        events: snap.trace(device).len() as u32,
-    })
+/// A family per Python function: its entries.
+pub(super) fn function_families(snap: &Snapshot, device: i64, attr: &Attributor) -> Vec<Family> {
+    let mut out: Vec<Family> = entries(snap, device, attr, None)
+        .into_iter()
+        .map(|(name, starts)| {
+            let name = snap.strings.get(StrId(name));
+            Family::new("frame", format!("^{}$", regex::escape(name)), starts)
+        })
+        .collect();
+    out.sort_by(|a, b| a.detail.cmp(&b.detail));
+    out
+}
+
+/// A family per call stack: each of its allocations starts a window. A unit of work
+/// begins with the same allocation every time (the first activation, the received input,
+/// the step's first buffer), also where no Python frame is entered there (compiled graphs,
+/// C++ stacks). A stack is its Python frames (all frames where it has none), written
+/// innermost first as `file:line:function < caller < ...`; a family's detail is the
+/// shortest such prefix that no other stack shares, so `site:DETAIL` reproduces it.
+pub(super) fn site_families(snap: &Snapshot, device: i64) -> Vec<Family> {
+    let (chains, starts) = site_starts(snap, device, None);
+    let mut names = site_names(&chains);
+    let mut out: Vec<Family> = starts
+        .into_iter()
+        .map(|(c, starts)| {
+            let (name, pattern) = std::mem::take(&mut names[c]);
+            Family::new("site", name, starts).with_spec(format!("site:{pattern}"))
+        })
+        .collect();
+    out.sort_by(|a, b| a.detail.cmp(&b.detail));
+    out
+}
+
+/// `site:REGEX`: a window starts at each allocation whose call stack (written as
+/// [`site_families`] does) matches the pattern.
+pub(super) fn site_family(snap: &Snapshot, device: i64, re: &Regex) -> Family {
+    let mut starts: Vec<u32> = site_starts(snap, device, Some(re))
+        .1
+        .into_values()
+        .flatten()
+        .collect();
+    starts.sort_unstable();
+    Family::new("site", re.as_str().to_string(), starts)
+}
+
+/// Separates a stack's frames, innermost first.
+const CALLER: &str = " < ";
+
+/// The distinct stacks (frame labels, innermost first) and, by index into them, the
+/// allocations of each.
+type StacksAndStarts = (Vec<Vec<String>>, FastMap<usize, Vec<u32>>);
+
+/// The distinct stacks of the allocations and the allocations of each (only stacks
+/// matching `only`, if given), in order.
+fn site_starts(snap: &Snapshot, device: i64, only: Option<&Regex>) -> StacksAndStarts {
+    let trace = snap.trace(device);
+    let mut chains: Vec<Vec<String>> = Vec::new();
+    let mut chain_ids: FastMap<Vec<String>, usize> = FastMap::default();
+    let mut of_stack: FastMap<StackId, Option<usize>> = FastMap::default();
+    let mut out: FastMap<usize, Vec<u32>> = FastMap::default();
+    for i in 0..trace.len() {
+        let s = trace.stack[i];
+        if trace.action[i] != Action::ALLOC || s == StackId::EMPTY {
+            continue;
+        }
+        let id = *of_stack.entry(s).or_insert_with(|| {
+            let chain = chain(snap, s);
+            if chain.is_empty() || only.is_some_and(|re| !re.is_match(&chain.join(CALLER))) {
+                return None;
+            }
+            let next = chains.len();
+            let id = *chain_ids.entry(chain.clone()).or_insert(next);
+            if id == next {
+                chains.push(chain);
+            }
+            Some(id)
+        });
+        if let Some(id) = id {
+            out.entry(id).or_default().push(i as u32);
+        }
+    }
+    (chains, out)
+}
+
+/// A stack's frame labels, innermost first: its Python frames, else all.
+fn chain(snap: &Snapshot, s: StackId) -> Vec<String> {
+    let frames = snap.stacks.get(s);
+    let python: Vec<String> = frames
+        .iter()
+        .map(|&f| snap.frames.get(f))
+        .filter(|f| is_python(snap, f))
+        .map(|f| crate::attribute::frame_label(snap, f))
+        .collect();
+    if !python.is_empty() {
+        return python;
+    }
+    frames
+        .iter()
+        .map(|&f| crate::attribute::frame_label(snap, snap.frames.get(f)))
+        .collect()
+}
+
+/// The name and the `site:` pattern of each stack: its innermost frame, and where other
+/// stacks share that, the first caller that tells it apart ("A via B"); each pattern
+/// matches its stack and no other of `chains`.
+fn site_names(chains: &[Vec<String>]) -> Vec<(String, String)> {
+    // Sorted, a stack shares the longest prefix with a neighbour, and stacks with the same
+    // innermost frame sit together.
+    let mut order: Vec<usize> = (0..chains.len()).collect();
+    order.sort_by(|&a, &b| chains[a].cmp(&chains[b]));
+    let lcp = |a: usize, b: usize| {
+        chains[a]
+            .iter()
+            .zip(&chains[b])
+            .take_while(|(x, y)| x == y)
+            .count()
+    };
+    let mut out = vec![(String::new(), String::new()); chains.len()];
+    let mut g = 0;
+    while g < order.len() {
+        let first = &chains[order[g]][0];
+        let group_end = g + order[g..]
+            .iter()
+            .take_while(|&&k| chains[k][0] == *first)
+            .count();
+        let group = &order[g..group_end];
+        for (p, &c) in group.iter().enumerate() {
+            let shared = [p.checked_sub(1), Some(p + 1)]
+                .into_iter()
+                .flatten()
+                .filter_map(|q| group.get(q))
+                .map(|&o| lcp(c, o))
+                .max()
+                .unwrap_or(0);
+            let d = (shared + 1).min(chains[c].len());
+            out[c] = site_name(chains, c, d, group);
+        }
+        g = group_end;
+    }
+    out
+}
+
+/// Name and pattern of stack `c` told apart by its first `d` frames from the others of
+/// `group` (the stacks with its innermost frame).
+fn site_name(chains: &[Vec<String>], c: usize, d: usize, group: &[usize]) -> (String, String) {
+    let me = &chains[c];
+    let tail = if d == me.len() { "$" } else { CALLER };
+    let esc = |l: &String| regex::escape(l);
+    let inner = esc(&me[0]);
+    if d == 1 {
+        return (me[0].clone(), format!("^{inner}{tail}"));
+    }
+    let name = format!("{} via {}", me[0], me[d - 1]);
+    // Innermost frame and the telling caller, anything between, where that is exact.
+    // It matches another stack of the group when that one has the caller below its
+    // innermost frame: as its outermost frame if the pattern ends there, else with more.
+    let caller = &me[d - 1];
+    let also = |o: &Vec<String>| {
+        o.iter().enumerate().skip(1).any(|(j, l)| {
+            l == caller
+                && (if d == me.len() {
+                    j + 1 == o.len()
+                } else {
+                    j + 1 < o.len()
+                })
+        })
+    };
+    if !group.iter().any(|&o| o != c && also(&chains[o])) {
+        let short = format!("^{inner}{CALLER}(.*{CALLER})?{}{tail}", esc(caller));
+        return (name, short);
+    }
+    let full: Vec<String> = me[..d].iter().map(esc).collect();
+    (name, format!("^{}{tail}", full.join(CALLER)))
 }

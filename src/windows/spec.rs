@@ -12,6 +12,8 @@ use regex::Regex;
 /// assert!(matches!("every:500".parse::<WindowSpec>(), Ok(WindowSpec::Every(500))));
 /// assert!("every:0".parse::<WindowSpec>().is_err());
 /// assert!("frame:(".parse::<WindowSpec>().is_err());
+/// let site: WindowSpec = r"site:^train\.py:12:step < ".parse().unwrap();
+/// assert_eq!(site.to_string(), r"site:^train\.py:12:step < ");
 /// ```
 #[derive(Clone, Debug, Default)]
 pub enum WindowSpec {
@@ -21,10 +23,13 @@ pub enum WindowSpec {
     Metadata,
     /// Entries into a function.
     Frame(Regex),
+    /// Allocations at a call site (`file:line:function` of the innermost Python frame).
+    Site(Regex),
     /// Every N events.
     Every(u32),
-    /// Annotations that repeat, else `user_metadata`, else entries into the function that
-    /// repeats least often but at least four times.
+    /// The family that measures as a unit of work (see [`crate::windows::quality`]):
+    /// annotations or `user_metadata` when they qualify, else entries into a function or
+    /// allocations at a call site; the whole trace when none does.
     #[default]
     Auto,
 }
@@ -33,7 +38,7 @@ pub enum WindowSpec {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Not one of the forms.
-    #[error("`{0}`: use auto, annotation[:REGEX], metadata, frame:REGEX or every:N")]
+    #[error("`{0}`: use auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N")]
     Unknown(String),
     /// `every:` without a positive number.
     #[error("`{0}`: every:N needs a positive number of events")]
@@ -71,6 +76,8 @@ impl FromStr for WindowSpec {
                     WindowSpec::Annotation(Some(regex(s, r)?))
                 } else if let Some(r) = s.strip_prefix("frame:") {
                     WindowSpec::Frame(regex(s, r)?)
+                } else if let Some(r) = s.strip_prefix("site:") {
+                    WindowSpec::Site(regex(s, r)?)
                 } else if let Some(n) = s.strip_prefix("every:") {
                     match n.parse::<u32>() {
                         Ok(n) if n > 0 => WindowSpec::Every(n),
@@ -92,6 +99,7 @@ impl fmt::Display for WindowSpec {
             WindowSpec::Annotation(Some(r)) => write!(f, "annotation:{}", r.as_str()),
             WindowSpec::Metadata => f.write_str("metadata"),
             WindowSpec::Frame(r) => write!(f, "frame:{}", r.as_str()),
+            WindowSpec::Site(r) => write!(f, "site:{}", r.as_str()),
             WindowSpec::Every(n) => write!(f, "every:{n}"),
         }
     }

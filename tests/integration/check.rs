@@ -41,7 +41,7 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
         let (code, out, _) = check(&[&format!("scenarios/{file}.pickle")], BUDGET, &["--json"]);
         assert_eq!(code, 1, "{file}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["schema"], "leakscope.check/2");
+        assert_eq!(v["schema"], "leakscope.check/3");
         let c = &v["files"][0]["devices"][0]["cases"][0];
         assert_eq!(c["name"], "leaks.max_bytes_per_window");
         assert_eq!(c["passed"], false);
@@ -69,6 +69,50 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
         out.contains("torch_functional.py:129:logprobs_from_logits_flash_attn grows by 8192 B"),
         "{out}"
     );
+}
+
+/// A growth limit on one iteration cannot be judged: the case fails and says why (a gate
+/// that cannot see growth must not pass it), while memory limits are still checked.
+#[test]
+fn growth_limits_fail_where_the_trace_gives_no_verdicts() {
+    let budget = "[leaks]\nmax_bytes_per_window = \"1 GiB\"\nforbidden_sites = [\"nowhere\"]\n\
+                  [memory]\npeak_allocated = \"100 GiB\"\n";
+    let (code, out, _) = check(&["scenarios/plain_one_step.pickle"], budget, &["--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cases = v["files"][0]["devices"][0]["cases"].as_array().unwrap();
+    let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "leaks.max_bytes_per_window",
+            "leaks.forbidden_sites[nowhere]",
+            "memory.peak_allocated"
+        ]
+    );
+    for c in &cases[..2] {
+        assert_eq!(c["passed"], false);
+        assert!(
+            c["unjudged"].as_str().unwrap().contains("frees most"),
+            "{c}"
+        );
+    }
+    assert_eq!(cases[2]["passed"], true);
+    assert!(cases[2]["unjudged"].is_null());
+    let (_, text, _) = check(&["scenarios/plain_one_step.pickle"], budget, &[]);
+    assert!(
+        text.contains("cannot be checked: no per-window verdicts"),
+        "{text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("junit.xml");
+    check(
+        &["scenarios/plain_one_step.pickle"],
+        budget,
+        &["--junit", j.to_str().unwrap()],
+    );
+    let xml = std::fs::read_to_string(&j).unwrap();
+    assert!(xml.contains("not checked: no per-window verdicts"), "{xml}");
 }
 
 #[test]

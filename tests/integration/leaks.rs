@@ -3,11 +3,8 @@
 
 use leakscope::analysis::Kind;
 use leakscope::analysis::leaks::DeviceLeaks;
-use leakscope::attribute::{Attributor, FrameFilters, GroupBy};
 use leakscope::session::LeaksReport;
-use std::str::FromStr;
-
-use leakscope::windows::{self, WindowSpec};
+use leakscope::windows::Windows;
 
 use crate::common::*;
 
@@ -68,6 +65,17 @@ fn check_device_truth(
     truth: &serde_json::Value,
 ) -> usize {
     let truth_leaks = truth["leaks"].as_array().unwrap();
+    // One iteration (a forward, a backward, a step): nothing to judge growth across.
+    if truth["windows"]["count"].as_u64().unwrap() < 3 {
+        assert!(truth_leaks.is_empty(), "{stem}: a leak needs iterations");
+        assert!(!r.windows.verdicts, "{stem}: no verdicts on one iteration");
+        assert!(r.suspects.is_empty() && r.not_suspects.is_empty(), "{stem}");
+        assert!(
+            r.no_verdicts.is_some(),
+            "{stem}: says what holds memory instead"
+        );
+        return 0;
+    }
     for t in truth_leaks {
         let site = t["site"].as_str().unwrap();
         let s = r
@@ -106,9 +114,7 @@ fn check_device_truth(
                 .as_ref()
                 .expect("retained sites say where they are released");
             // The release is a burst at the mini-batch end: same window as the truth.
-            let snap = load(path);
-            let attr = Attributor::new(&snap, GroupBy::Site, &FrameFilters::default());
-            let w = windows::windows(&snap, r.device, &WindowSpec::Auto, &attr);
+            let w = windows_of(path, r.device, "auto");
             assert_eq!(
                 w.of_event(rel.event_index),
                 w.of_event(ev as u32),
@@ -214,7 +220,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/2");
+    assert_eq!(v["schema"], "leakscope.leaks/3");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"
@@ -306,53 +312,42 @@ fn only_the_last_stage_rank_leaks() {
     }
 }
 
+/// The windows `--windows SPEC` gives on a device of a file.
+fn windows_of(path: &std::path::Path, device: i64, spec: &str) -> Windows {
+    let mut o = window_options(spec);
+    o.devices = leakscope::session::DeviceSelection::Only(device);
+    session(path).windows(&o).unwrap().devices.remove(0)
+}
+
 #[test]
 fn window_sources() {
-    let snap = load(&fixture("scenarios/control_no_leak.pickle"));
-    let attr = Attributor::new(&snap, GroupBy::Site, &FrameFilters::default());
-    let auto = windows::windows(&snap, 0, &WindowSpec::Auto, &attr);
+    let control = fixture("scenarios/control_no_leak.pickle");
+    let auto = windows_of(&control, 0, "auto");
     assert_eq!(auto.source, "annotation");
     assert_eq!(auto.len(), 24, "3 mini-batches x 8 micro-batches");
-    let mini = windows::windows(
-        &snap,
-        0,
-        &WindowSpec::from_str("annotation:^mini_batch").unwrap(),
-        &attr,
-    );
+    assert!(auto.verdicts);
+    let mini = windows_of(&control, 0, "annotation:^mini_batch");
     assert_eq!(mini.len(), 3);
-    let every = windows::windows(&snap, 0, &WindowSpec::Every(1000), &attr);
-    let n = snap.trace(0).len();
+    let every = windows_of(&control, 0, "every:1000");
+    let n = load(&control).trace(0).len();
     assert_eq!(every.len(), n.div_ceil(1000));
 
-    let snap = load(&fixture("scenarios/pp_last_stage_recv_pinned.pickle"));
-    let attr = Attributor::new(&snap, GroupBy::Site, &FrameFilters::default());
-    let fw = windows::windows(
-        &snap,
-        0,
-        &WindowSpec::from_str("frame:^forward_step$").unwrap(),
-        &attr,
-    );
+    let pp = fixture("scenarios/pp_last_stage_recv_pinned.pickle");
+    let fw = windows_of(&pp, 0, "frame:^forward_step$");
     assert_eq!(fw.len(), 24, "an entry into forward_step per micro-batch");
-    let none = windows::windows(
-        &snap,
-        0,
-        &WindowSpec::from_str("annotation").unwrap(),
-        &attr,
-    );
+    let none = windows_of(&pp, 0, "annotation");
     assert_eq!(none.len(), 1);
-
-    // user_metadata in fixtures/gen/tiny_encodings.py: "mb0" from event 2, "mb1" from 6.
-    let tiny = load(&fixture("encodings/tiny_protocol4.pickle"));
-    let attr = Attributor::new(&tiny, GroupBy::Site, &FrameFilters::default());
-    let md = windows::windows(&tiny, 0, &WindowSpec::Metadata, &attr);
-    assert_eq!(md.source, "metadata");
-    assert_eq!(md.starts, vec![2, 6]);
-    assert_eq!(md.names, vec!["mb0".to_string(), "mb1".to_string()]);
     assert_eq!(
         none.source, "whole-trace",
         "no annotations: one window, said so"
     );
-    assert_eq!(none.len(), 1);
+    assert!(!none.verdicts, "and no verdicts on it");
+
+    // user_metadata in fixtures/gen/tiny_encodings.py: "mb0" from event 2, "mb1" from 6.
+    let md = windows_of(&fixture("encodings/tiny_protocol4.pickle"), 0, "metadata");
+    assert_eq!(md.source, "metadata");
+    assert_eq!(md.starts, vec![2, 6]);
+    assert_eq!(md.names, vec!["mb0".to_string(), "mb1".to_string()]);
 }
 
 /// `leaks` on every real file, reviewed by hand (see docs/leaks-on-real-files.md):
@@ -361,8 +356,10 @@ fn window_sources() {
 ///   freeing them (lines 14 and 15 allocate and free); leakscope calls it a leak at that
 ///   rate and nothing else a suspect;
 /// - files whose trace is a single event or empty have one window and no suspect;
-/// - the file with annotations (`bcrafton`, two `Optimizer.step` annotations) has too
-///   few to cut windows by, so windows come from a repeating function, said so.
+/// - the file with annotations (`bcrafton`, two `Optimizer.step` annotations, too few to
+///   cut by) repeats its forward: windows from it, nothing grows;
+/// - one forward (and backward) per file (MAGMA27, ctx128, Nesta): no per-window
+///   verdicts, the reason, and what holds memory at the peak.
 #[test]
 fn corpus_leaks_reviewed() {
     let Some(corpus) = corpus("corpus_leaks_reviewed") else {
@@ -408,12 +405,29 @@ fn corpus_device(name: &str, r: &DeviceLeaks) {
         assert_eq!(r.windows.count, 1, "{name}");
         assert!(r.suspects.is_empty(), "{name}");
     }
+    // Issue 17's four: a wall of `leak`/`retained` suspects before windows were measured.
+    // bcrafton repeats its forward 14 times (windows from it, nothing grows); the other
+    // three are one forward (and backward): no verdicts, said why, holders shown.
+    let one_pass = ["MAGMA27", "ctx128_forward", "Nesta-gitU"];
+    if name.contains("bcrafton") || one_pass.iter().any(|k| name.contains(k)) {
+        assert!(
+            r.suspects
+                .iter()
+                .all(|s| !matches!(s.kind, Kind::Leak | Kind::Retained)),
+            "{name}: {:?}",
+            r.suspects
+        );
+    }
     if name.contains("bcrafton") {
         assert_eq!(r.windows.source, "frame", "{name}");
-        assert!(
-            r.windows.reason.contains("no repeating annotations"),
-            "{name}"
-        );
+        assert!(r.windows.verdicts, "{name}");
+        assert!(r.windows.reason.contains("units of work"), "{name}");
+    }
+    if one_pass.iter().any(|k| name.contains(k)) {
+        assert!(!r.windows.verdicts, "{name}: one pass, no verdicts");
+        assert!(r.windows.reason.contains("frees most"), "{name}: why");
+        let nv = r.no_verdicts.as_ref().expect("what holds memory instead");
+        assert!(!nv.at_peak.is_empty() && nv.peak.live_bytes > 0, "{name}");
     }
 }
 

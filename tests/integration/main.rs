@@ -19,3 +19,4 @@ mod report;
 mod robustness;
 mod scan_ahead;
 mod scenarios;
+mod windows;

@@ -1,0 +1,393 @@
+//! Whether a family of windows is a unit of work, measured: a micro-batch or a step cleans
+//! up after itself (most bytes it allocates it also frees) and repeats alike, in length
+//! and in what it allocates; a layer does not clean up (its activations live until
+//! backward), a function entered in forward and again in backward does not repeat the same
+//! work, and a function called now and then does not repeat alike.
+
+use serde::Serialize;
+
+use crate::replay::{Origin, Replay};
+
+/// The figures that decide whether windows are units of work.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Quality {
+    /// Windows in the family.
+    pub windows: u64,
+    /// Median over the windows of the share of the bytes allocated in a window that are
+    /// freed in the same window.
+    pub self_freed: f64,
+    /// The same share over all windows' bytes together.
+    pub self_freed_bytes: f64,
+    /// Share of the middle windows (all but the first and the last) whose event count is
+    /// within 2x of their median.
+    pub alike_windows: f64,
+    /// Share of the middle windows' events that lie in those alike windows.
+    pub alike_events: f64,
+    /// Share of the middle windows that allocate from the same call stacks as most others
+    /// (at least half of the stacks in common with a typical window).
+    pub same_work: f64,
+    /// Share of the trace's allocations from the first window's start on.
+    pub coverage: f64,
+    /// What fails, if anything (empty: the windows are units of work).
+    pub failed: Vec<Failure>,
+}
+
+/// A check the windows fail.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[serde(tag = "check", rename_all = "kebab-case")]
+pub enum Failure {
+    /// Fewer than [`MIN_WINDOWS`] windows.
+    TooFew {
+        /// Windows there are.
+        windows: u64,
+    },
+    /// Windows do not free most of what they allocate (layers: activations live on).
+    NotCleaningUp {
+        /// The median share freed in the window that allocated it.
+        self_freed: f64,
+    },
+    /// Windows differ too much in length (a function called now and then).
+    NotAlike {
+        /// Share of middle windows within 2x of the median length.
+        alike_windows: f64,
+        /// Share of the middle windows' events in them.
+        alike_events: f64,
+    },
+    /// Windows do different work (a function entered both in forward and in backward).
+    NotSameWork {
+        /// Share of the middle windows doing a typical window's work.
+        same_work: f64,
+    },
+    /// The first window starts late: too much of the trace is before any window.
+    LowCoverage {
+        /// Share of allocations from the first window on.
+        coverage: f64,
+    },
+}
+
+/// Fewest windows that can show growth across units of work.
+pub const MIN_WINDOWS: usize = 3;
+/// A unit of work frees more than this share of what it allocates (median window).
+pub const MIN_SELF_FREED: f64 = 0.5;
+/// At least this share of the middle windows are within 2x of the median length...
+pub const MIN_ALIKE_WINDOWS: f64 = 0.75;
+/// ...and hold at least this share of the middle windows' events.
+pub const MIN_ALIKE_EVENTS: f64 = 0.5;
+/// The windows cover at least this share of the allocations.
+pub const MIN_COVERAGE: f64 = 0.9;
+/// At least this share of the middle windows do a typical window's work.
+pub const MIN_SAME_WORK: f64 = 0.75;
+/// Windows looked at as the typical one (evenly spaced); the one most others resemble wins.
+const REFERENCES: usize = 8;
+/// Lifetimes looked at to measure how windows clean up (evenly sampled beyond).
+const SAMPLE: usize = 50_000;
+/// Middle windows whose stacks are compared (evenly sampled beyond).
+const SAMPLED_WINDOWS: usize = 256;
+
+impl Quality {
+    /// Whether the windows pass every check.
+    pub fn qualifies(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// The allocations of a trace, as the checks read them: the event index of every `alloc`
+/// (in order) and an even sample of the traced lifetimes (birth, free, bytes).
+pub struct Allocations {
+    births: Vec<u32>,
+    /// The stack of each allocation in `births`.
+    stacks: Vec<u32>,
+    /// One more than the largest stack id.
+    stack_bound: usize,
+    sample: Vec<(u32, Option<u32>, u64)>,
+}
+
+impl Allocations {
+    /// The traced allocations of `replay`.
+    pub fn of(replay: &Replay) -> Allocations {
+        let (births, stacks): (Vec<u32>, Vec<u32>) = replay
+            .lifetimes
+            .iter()
+            .filter_map(|l| match l.origin {
+                Origin::Traced(b) => Some((b, l.stack.0)),
+                _ => None,
+            })
+            .unzip();
+        let step = births.len().div_ceil(SAMPLE).max(1);
+        let sample = replay
+            .lifetimes
+            .iter()
+            .filter_map(|l| match l.origin {
+                Origin::Traced(b) => Some((b, l.freed, l.bytes)),
+                _ => None,
+            })
+            .step_by(step)
+            .collect();
+        let stack_bound = stacks.iter().max().map_or(0, |&m| m as usize + 1);
+        Allocations {
+            births,
+            stacks,
+            stack_bound,
+            sample,
+        }
+    }
+
+    /// Event indices of the allocations, in order.
+    pub fn births(&self) -> &[u32] {
+        &self.births
+    }
+}
+
+/// The window of `event` among windows starting at `starts` (each running to the next
+/// start, the last to `events`), `None` before the first.
+fn window_of(starts: &[u32], event: u32) -> Option<usize> {
+    starts.partition_point(|&s| s <= event).checked_sub(1)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// How alike the middle windows are: the share of them within 2x of their median length,
+/// and the share of their events those hold.
+fn alike(starts: &[u32], events: u32) -> (f64, f64) {
+    let lens: Vec<u64> = (0..starts.len())
+        .map(|k| {
+            starts
+                .get(k + 1)
+                .copied()
+                .unwrap_or(events)
+                .saturating_sub(starts[k]) as u64
+        })
+        .collect();
+    let middle = if lens.len() > 2 {
+        &lens[1..lens.len() - 1]
+    } else {
+        &lens[..]
+    };
+    let mut sorted = middle.to_vec();
+    sorted.sort_unstable();
+    let med = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    let ok = |l: u64| l * 2 >= med && l <= med * 2;
+    let n_ok = middle.iter().filter(|&&l| ok(l)).count();
+    let ev_ok: u64 = middle.iter().filter(|&&l| ok(l)).sum();
+    let ev_all: u64 = middle.iter().sum::<u64>().max(1);
+    (
+        n_ok as f64 / middle.len().max(1) as f64,
+        ev_ok as f64 / ev_all as f64,
+    )
+}
+
+/// How the windows starting at `starts` clean up: the median share of a window's allocated
+/// bytes it frees itself, and the same over all bytes.
+fn self_freed(starts: &[u32], allocs: &Allocations) -> (f64, f64) {
+    let n = starts.len();
+    let mut allocated = vec![0u128; n];
+    let mut freed = vec![0u128; n];
+    for &(b, f, bytes) in &allocs.sample {
+        let Some(w) = window_of(starts, b) else {
+            continue;
+        };
+        allocated[w] += bytes as u128;
+        if f.is_some_and(|f| window_of(starts, f) == Some(w)) {
+            freed[w] += bytes as u128;
+        }
+    }
+    let shares: Vec<f64> = (0..n)
+        .filter(|&w| allocated[w] > 0)
+        .map(|w| freed[w] as f64 / allocated[w] as f64)
+        .collect();
+    let total: u128 = allocated.iter().sum();
+    let total_freed: u128 = freed.iter().sum();
+    (
+        median(shares),
+        if total == 0 {
+            0.0
+        } else {
+            total_freed as f64 / total as f64
+        },
+    )
+}
+
+/// Shared share of two sorted sets: |a ∩ b| / |a ∪ b|.
+fn jaccard(a: &[u32], b: &[u32]) -> f64 {
+    let (mut i, mut j, mut both) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                both += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let union = a.len() + b.len() - both;
+    if union == 0 {
+        1.0
+    } else {
+        both as f64 / union as f64
+    }
+}
+
+/// How many middle windows do the same work as a typical one: each window's set of
+/// allocation stacks against a few evenly spaced windows' sets, the share that has at
+/// least half its stacks in common with the one most of them resemble. Past
+/// [`SAMPLED_WINDOWS`] middle windows, an even sample of them stands for all.
+fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
+    let n = starts.len();
+    let middle: Vec<usize> = if n > 2 {
+        (1..n - 1).collect()
+    } else {
+        (0..n).collect()
+    };
+    if middle.is_empty() {
+        return 0.0;
+    }
+    let step = middle.len().div_ceil(SAMPLED_WINDOWS).max(1);
+    let sampled: Vec<usize> = middle.into_iter().step_by(step).collect();
+    // A window's allocations are a contiguous run of `births`; its distinct stacks are
+    // found with a stamp per stack rather than by sorting the run.
+    let mut stamp: Vec<u32> = vec![0; allocs.stack_bound];
+    let sets: Vec<Vec<u32>> = sampled
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let end = starts.get(w + 1).copied().unwrap_or(events);
+            let lo = allocs.births.partition_point(|&b| b < starts[w]);
+            let hi = allocs.births.partition_point(|&b| b < end);
+            let mark = i as u32 + 1;
+            let mut set: Vec<u32> = allocs.stacks[lo..hi]
+                .iter()
+                .copied()
+                .filter(|&st| std::mem::replace(&mut stamp[st as usize], mark) != mark)
+                .collect();
+            set.sort_unstable();
+            set
+        })
+        .collect();
+    let step = sets.len().div_ceil(REFERENCES).max(1);
+    let best = (0..sets.len())
+        .step_by(step)
+        .map(|r| sets.iter().filter(|w| jaccard(w, &sets[r]) >= 0.5).count())
+        .max()
+        .unwrap_or(0);
+    best as f64 / sets.len() as f64
+}
+
+/// Measures windows starting at `starts` (increasing) over a trace of `events` events.
+pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
+    let (alike_windows, alike_events) = alike(starts, events);
+    let same_work = same_work(starts, events, allocs);
+    let births = allocs.births();
+    let coverage = match starts.first() {
+        Some(&s) if !births.is_empty() => {
+            (births.len() - births.partition_point(|&b| b < s)) as f64 / births.len() as f64
+        }
+        _ => 0.0,
+    };
+    let (self_freed, self_freed_bytes) = self_freed(starts, allocs);
+    let mut failed = Vec::new();
+    if starts.len() < MIN_WINDOWS {
+        failed.push(Failure::TooFew {
+            windows: starts.len() as u64,
+        });
+    }
+    if self_freed <= MIN_SELF_FREED {
+        failed.push(Failure::NotCleaningUp { self_freed });
+    }
+    if alike_windows < MIN_ALIKE_WINDOWS || alike_events < MIN_ALIKE_EVENTS {
+        failed.push(Failure::NotAlike {
+            alike_windows,
+            alike_events,
+        });
+    }
+    if same_work < MIN_SAME_WORK {
+        failed.push(Failure::NotSameWork { same_work });
+    }
+    if coverage < MIN_COVERAGE {
+        failed.push(Failure::LowCoverage { coverage });
+    }
+    Quality {
+        windows: starts.len() as u64,
+        self_freed,
+        self_freed_bytes,
+        alike_windows,
+        alike_events,
+        same_work,
+        coverage,
+        failed,
+    }
+}
+
+/// The cheap checks alone (count, alikeness, coverage), to pass over candidates before
+/// their allocations are looked at.
+pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
+    if starts.len() < MIN_WINDOWS {
+        return false;
+    }
+    let (w, e) = alike(starts, events);
+    let births = allocs.births();
+    let covered = births.len() - births.partition_point(|&b| b < starts[0]);
+    w >= MIN_ALIKE_WINDOWS
+        && e >= MIN_ALIKE_EVENTS
+        && covered as f64 >= MIN_COVERAGE * births.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allocs(life: &[(u32, Option<u32>, u64)]) -> Allocations {
+        Allocations {
+            births: life.iter().map(|l| l.0).collect(),
+            stacks: vec![1; life.len()],
+            stack_bound: 2,
+            sample: life.to_vec(),
+        }
+    }
+
+    /// Three windows of 10 events, each allocating 100 bytes it frees and 10 it keeps:
+    /// 100/110 freed in place; a family of layers keeping everything fails.
+    #[test]
+    fn units_of_work_clean_up_layers_do_not() {
+        let mut life = Vec::new();
+        for w in 0..3u32 {
+            life.push((w * 10, Some(w * 10 + 5), 100));
+            life.push((w * 10 + 1, None, 10));
+        }
+        let q = measure(&[0, 10, 20], 30, &allocs(&life));
+        assert!((q.self_freed - 100.0 / 110.0).abs() < 1e-9, "{q:?}");
+        assert!(q.qualifies(), "{q:?}");
+        let kept: Vec<_> = life.iter().map(|&(b, _, n)| (b, None, n)).collect();
+        let q = measure(&[0, 10, 20], 30, &allocs(&kept));
+        assert_eq!(q.failed, vec![Failure::NotCleaningUp { self_freed: 0.0 }]);
+    }
+
+    /// Windows of lengths 10, 10, 100, 10, 10 (middle: 10, 100, 10; median 10): two of
+    /// three alike, holding 20 of 120 events.
+    #[test]
+    fn alikeness_counts_windows_and_events() {
+        let (w, e) = alike(&[0, 10, 20, 120, 130], 140);
+        assert!((w - 2.0 / 3.0).abs() < 1e-9);
+        assert!((e - 20.0 / 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn coverage_is_the_share_of_allocations_from_the_first_start() {
+        let life: Vec<_> = (0..10u32).map(|i| (i, Some(i), 1)).collect();
+        let q = measure(&[5, 6, 7], 10, &allocs(&life));
+        assert!((q.coverage - 0.5).abs() < 1e-9);
+        assert!(q.failed.contains(&Failure::LowCoverage { coverage: 0.5 }));
+    }
+}
