@@ -421,7 +421,7 @@ class Segment:
         self.addr, self.total, self.stream, self.small = addr, total, stream, small
         self.cls, self.nslots, self.frames, self.device = cls, nslots, frames, device
         self.free = list(range(nslots - 1, -1, -1))   # pop() gives the lowest slot first
-        self.live = {}                                # slot -> [req, frames, state]
+        self.requested = {}                                # slot -> [req, frames, state]
 
 
 class SizeClass:
@@ -504,7 +504,7 @@ class Device:
             c.avail.pop()
         addr = seg.addr + i * c.slot
         rec = [req, frames, ACTIVE]
-        seg.live[i] = rec
+        seg.requested[i] = rec
         if emit:
             self.trace.append({'action': ALLOC, 'addr': addr, 'size': req, 'stream': c.stream,
                                'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
@@ -523,7 +523,7 @@ class Device:
                    'time_us': self.tick(), 'compile_context': fresh_na(), 'user_metadata': EMPTY_STR,
                    'frames': frames})
         if cross_stream:
-            seg.live[i][2] = PENDING
+            seg.requested[i][2] = PENDING
             self.pending.append((len(tr) + 40 + (len(tr) % 200), h, frames))
             return
         tr.append({'action': FREE_DONE, 'addr': addr, 'size': req, 'stream': stream,
@@ -542,7 +542,7 @@ class Device:
             self.release(seg, i)
 
     def release(self, seg, i):
-        del seg.live[i]
+        del seg.requested[i]
         seg.free.append(i)
         if len(seg.free) == 1:
             seg.cls.avail.append(seg)
@@ -551,7 +551,7 @@ class Device:
         frames = list(self.sim.pool.empty_cache_stack) if self.sim.per_traceback else self.sim.pool.empty_cache_stack
         keep = []
         for seg in self.segments:
-            if not seg.live:
+            if not seg.requested:
                 c = seg.cls
                 c.segs.remove(seg)
                 if seg in c.avail:
@@ -573,8 +573,8 @@ class Device:
             blocks = []
             alloc_sz = active_sz = req_sz = 0
             pos = 0                      # byte offset covered so far
-            for i in sorted(seg.live):
-                req, frames, state = seg.live[i]
+            for i in sorted(seg.requested):
+                req, frames, state = seg.requested[i]
                 start = i * slot
                 if start > pos:
                     blocks.append({'address': seg.addr + pos, 'size': start - pos,

@@ -126,8 +126,8 @@
         return;
       }
       var peak = 0, peakAt = null;
-      for (var i = 0; i < t.live.length; i++) {
-        if (t.live[i] > peak) { peak = t.live[i]; peakAt = t.events[i]; }
+      for (var i = 0; i < t.requested.length; i++) {
+        if (t.requested[i] > peak) { peak = t.requested[i]; peakAt = t.events[i]; }
       }
       var readout = document.getElementById("timeline-peak-" + n);
       readout.dataset.bytes = String(peak);
@@ -145,13 +145,13 @@
         hooks: { setScale: [onScale] },
         series: [
           { label: "event", value: function (u, v) { return v == null ? "" : fmtCount(v); } },
-          { label: "live (requested)", stroke: "#2166ac", width: 1.5, fill: "rgba(33,102,172,0.10)",
+          { label: "requested", stroke: "#2166ac", width: 1.5, fill: "rgba(33,102,172,0.10)",
             value: function (u, v) { return fmtBytes(v); } },
           { label: "reserved", stroke: "#d6604d", width: 1.5,
             value: function (u, v) { return fmtBytes(v); } }
         ],
         axes: [eventAxis("event"), bytesAxis()]
-      }, [t.events, t.live, t.reserved], el);
+      }, [t.events, t.requested, t.reserved], el);
       link(u, n);
     });
 

@@ -16,24 +16,40 @@ pub struct Measured {
     pub max_bytes_per_window: u64,
     /// The site with it.
     pub max_site: Option<Site>,
-    /// Peak live bytes.
-    pub peak_allocated: u64,
-    /// Held at the end.
+    /// The most bytes requested at any point.
+    pub peak_requested: u64,
+    /// The most bytes reserved at any point.
+    pub peak_reserved: u64,
+    /// Σ sizes of the blocks allocated at the end (pending frees excluded).
     pub end_allocated: u64,
     /// Reserved at the end.
     pub end_reserved: u64,
 }
 
-/// Measures one device's leak report and end state.
-pub fn measure(leaks: &DeviceLeaks, peak: u64, end_allocated: u64, end_reserved: u64) -> Measured {
+/// What one device's memory measured, apart from growth.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryFigures {
+    /// The most bytes requested at any point.
+    pub peak_requested: u64,
+    /// The most bytes reserved at any point.
+    pub peak_reserved: u64,
+    /// Σ sizes of the blocks allocated at the end.
+    pub end_allocated: u64,
+    /// Reserved at the end.
+    pub end_reserved: u64,
+}
+
+/// Measures one device's leak report and memory.
+pub fn measure(leaks: &DeviceLeaks, m: MemoryFigures) -> Measured {
     // Suspects come largest rate first (ties by site), so the first is the one to name.
     let top = leaks.suspects.first();
     Measured {
         max_bytes_per_window: top.map_or(0, |g| g.bytes_per_window),
         max_site: top.map(|g| g.site.clone()),
-        peak_allocated: peak,
-        end_allocated,
-        end_reserved,
+        peak_requested: m.peak_requested,
+        peak_reserved: m.peak_reserved,
+        end_allocated: m.end_allocated,
+        end_reserved: m.end_reserved,
     }
 }
 
@@ -44,8 +60,10 @@ pub enum Limit {
     MaxBytesPerWindow,
     /// `leaks.forbidden_sites[PATTERN]`.
     ForbiddenSite(String),
-    /// `memory.peak_allocated`.
-    PeakAllocated,
+    /// `memory.peak_requested`.
+    PeakRequested,
+    /// `memory.peak_reserved`.
+    PeakReserved,
     /// `memory.end_allocated`.
     EndAllocated,
     /// `memory.end_reserved`.
@@ -54,7 +72,7 @@ pub enum Limit {
     SiteBytesPerWindow(String),
     /// `sites[PATTERN].max_end_bytes`.
     SiteEndBytes(String),
-    /// `baseline.max_bytes_per_window`, `baseline.peak_allocated`, `baseline.end_allocated`.
+    /// `baseline.max_bytes_per_window`, `baseline.peak_requested`, `baseline.end_allocated`.
     Baseline(&'static str),
 }
 
@@ -63,7 +81,8 @@ impl std::fmt::Display for Limit {
         match self {
             Limit::MaxBytesPerWindow => f.write_str("leaks.max_bytes_per_window"),
             Limit::ForbiddenSite(p) => write!(f, "leaks.forbidden_sites[{p}]"),
-            Limit::PeakAllocated => f.write_str("memory.peak_allocated"),
+            Limit::PeakRequested => f.write_str("memory.peak_requested"),
+            Limit::PeakReserved => f.write_str("memory.peak_reserved"),
             Limit::EndAllocated => f.write_str("memory.end_allocated"),
             Limit::EndReserved => f.write_str("memory.end_reserved"),
             Limit::SiteBytesPerWindow(p) => write!(f, "sites[{p}].max_bytes_per_window"),
@@ -170,9 +189,14 @@ fn growth_limits(budget: &Budget, leaks: &DeviceLeaks, cases: &mut Vec<Case>) {
 fn memory_limits(budget: &Budget, m: &Measured, cases: &mut Vec<Case>) {
     let limits = [
         (
-            Limit::PeakAllocated,
-            m.peak_allocated,
-            budget.memory.peak_allocated,
+            Limit::PeakRequested,
+            m.peak_requested,
+            budget.memory.peak_requested,
+        ),
+        (
+            Limit::PeakReserved,
+            m.peak_reserved,
+            budget.memory.peak_reserved,
         ),
         (
             Limit::EndAllocated,
@@ -232,7 +256,7 @@ fn baseline_limits(budget: &Budget, m: &Measured, base: &Measured, cases: &mut V
             m.max_bytes_per_window,
             base.max_bytes_per_window,
         ),
-        ("peak_allocated", m.peak_allocated, base.peak_allocated),
+        ("peak_requested", m.peak_requested, base.peak_requested),
         ("end_allocated", m.end_allocated, base.end_allocated),
     ];
     for (what, value, was) in pairs {

@@ -55,6 +55,8 @@ pub enum Kind {
     /// Memory of micro-batches in flight in a pipeline schedule: each kept for the same
     /// few windows.
     InFlight,
+    /// Grew only in the last window: too late to judge (warm-up happens at the start).
+    Late,
 }
 
 impl Kind {
@@ -67,6 +69,7 @@ impl Kind {
             Kind::Bounded => "bounded",
             Kind::Sporadic => "sporadic",
             Kind::InFlight => "in-flight",
+            Kind::Late => "late",
         }
     }
 
@@ -376,7 +379,9 @@ fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOption
     if let Some(late) = late_leak(s, replay, windows, opts, spans) {
         return late;
     }
-    let kind = if counted.is_empty() || grew.len() == 1 {
+    let kind = if grew.len() == 1 && n > 1 && grew[0] == n - 1 {
+        Kind::Late
+    } else if counted.is_empty() || grew.len() == 1 {
         Kind::Warmup
     } else if *grew.last().unwrap_or(&0) * 2 < n {
         Kind::Bounded

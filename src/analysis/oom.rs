@@ -33,8 +33,8 @@ pub struct OomEvent {
     pub found: bool,
     /// Its index in the device's trace.
     pub event_index: Option<u32>,
-    /// Bytes requested by the failed allocation.
-    pub requested_bytes: Option<u64>,
+    /// The size of the allocation that failed (the `oom` event's `size`).
+    pub request_bytes: Option<u64>,
     /// Bytes the driver reported free (`device_free`).
     pub device_free_bytes: Option<u64>,
     /// `time_us`, when the file has it.
@@ -132,11 +132,13 @@ pub struct DeviceOom {
     pub oom: OomEvent,
     /// Reserved bytes (segments) at the failure.
     pub reserved_bytes: u64,
-    /// Σ block sizes held by the program.
+    /// Σ sizes of allocated blocks (pending frees excluded).
     pub allocated_bytes: u64,
-    /// Σ bytes the program asked for (allocated minus rounding).
-    pub requested_live_bytes: u64,
-    /// Reserved but not held: cached free blocks.
+    /// Σ sizes of active blocks (allocated and pending-free).
+    pub active_bytes: u64,
+    /// Σ bytes the program asked for, of active blocks.
+    pub requested_bytes: u64,
+    /// Reserved but not active: cached free blocks.
     pub cached_free_bytes: u64,
     /// Cached free bytes in the request's pool.
     pub cached_free_in_pool_bytes: u64,
@@ -221,7 +223,7 @@ fn oom_event(snap: &Snapshot, dev: &DeviceView, idx: Option<u32>) -> OomEvent {
         return OomEvent {
             found: false,
             event_index: None,
-            requested_bytes: None,
+            request_bytes: None,
             device_free_bytes: None,
             time_us: None,
             pool: None,
@@ -233,8 +235,8 @@ fn oom_event(snap: &Snapshot, dev: &DeviceView, idx: Option<u32>) -> OomEvent {
     OomEvent {
         found: true,
         event_index: Some(k as u32),
-        requested_bytes: Some(requested),
-        device_free_bytes: m.has(flags::DEVICE_FREE).then_some(t.addr[k]),
+        request_bytes: Some(requested),
+        device_free_bytes: m.device_free(t.addr[k]),
         time_us: m.has(flags::TIME).then_some(t.time_us[k]),
         pool: Some(if requested <= SMALL_REQUEST {
             "small"
@@ -267,7 +269,7 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
 /// when neither the cache nor the driver could serve the request.
 fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) -> Vec<Advice> {
     let mut advice = Vec::new();
-    let need = r.oom.requested_bytes.map(round_block);
+    let need = r.oom.request_bytes.map(round_block);
     let setting = if super::summary::producer(snap) == "npu" {
         "PYTORCH_NPU_ALLOC_CONF"
     } else {
@@ -313,7 +315,7 @@ pub fn explain(
 ) -> DeviceOom {
     let idx = replay.ooms.first().copied();
     let state = match idx {
-        Some(k) => AllocatorState::after(dev, Some(k)),
+        Some(k) => AllocatorState::after(dev, replay, Some(k)),
         None => AllocatorState::at_end(dev),
     };
     let oom = oom_event(snap, dev, idx);
@@ -333,11 +335,12 @@ pub fn explain(
         .collect();
     let mut r = DeviceOom {
         device: dev.device,
-        would_fit_if_contiguous: oom.requested_bytes.map(|q| free.in_pool >= round_block(q)),
+        would_fit_if_contiguous: oom.request_bytes.map(|q| free.in_pool >= round_block(q)),
         oom,
         reserved_bytes: state.reserved(),
         allocated_bytes: state.allocated(),
-        requested_live_bytes: state.requested(),
+        active_bytes: state.active(),
+        requested_bytes: state.requested(),
         cached_free_bytes: free.cached_free,
         cached_free_in_pool_bytes: free.in_pool,
         largest_free_block_bytes: largest,

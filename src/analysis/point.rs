@@ -131,7 +131,7 @@ pub struct Point {
     /// `time_us` of that event, when the file has it.
     pub time_us: Option<i64>,
     /// Live (requested) bytes at that point.
-    pub live_bytes: u64,
+    pub requested_bytes: u64,
 }
 
 /// Resolves `at` on a replayed device.
@@ -176,6 +176,6 @@ pub fn point_after(snap: &Snapshot, replay: &Replay, at: At, idx: Option<u32>) -
         kind: at.kind(),
         event_index: idx,
         time_us,
-        live_bytes: replay.live_after(idx),
+        requested_bytes: replay.requested_after(idx),
     }
 }

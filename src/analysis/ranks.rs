@@ -16,9 +16,9 @@ pub struct RankRow {
     pub file: String,
     /// Device (`null` for a file that failed to load or holds no device).
     pub device: Option<i64>,
-    /// Most live (requested) bytes at any point of the trace.
-    pub peak_bytes: u64,
-    /// Σ block sizes held at the end.
+    /// The most bytes requested at any point of the trace.
+    pub peak_requested_bytes: u64,
+    /// Σ sizes of the blocks allocated at the end (pending frees excluded).
     pub end_allocated_bytes: u64,
     /// Σ bytes per window of the suspects (leaks and retained memory).
     pub growth_bytes_per_window: u64,
@@ -33,6 +33,9 @@ pub struct RankRow {
     pub verdicts: bool,
     /// This rank's growth differs from its peers' at the same step.
     pub outlier: bool,
+    /// The file's trace and final state disagree on this device (`leaks` on the file
+    /// says how).
+    pub disagrees: bool,
     /// Why the file could not be analysed, when it could not.
     pub error: Option<String>,
 }

@@ -16,8 +16,10 @@ pub struct BlockRow {
     pub size: u64,
     /// Requested bytes (0 when free).
     pub requested: u64,
-    /// Held by the program.
+    /// Held: allocated, or freed by the program and waiting for other streams.
     pub active: bool,
+    /// Freed by the program, waiting for other streams (active, no longer allocated).
+    pub pending_free: bool,
 }
 
 /// A segment.
@@ -33,11 +35,13 @@ pub struct SegmentRow {
     pub stream: i64,
     /// Expandable segment.
     pub expandable: bool,
-    /// Σ sizes of held blocks.
+    /// Σ sizes of allocated blocks (pending frees excluded).
     pub allocated_bytes: u64,
-    /// Σ requested bytes of held blocks.
+    /// Σ sizes of active blocks (allocated and pending-free).
+    pub active_bytes: u64,
+    /// Σ requested bytes of active blocks.
     pub requested_bytes: u64,
-    /// Free space inside held blocks (rounding): allocated minus requested.
+    /// Free space inside active blocks (rounding): active minus requested.
     pub internal_free_bytes: u64,
     /// Free blocks.
     pub external_free_bytes: u64,
@@ -54,9 +58,11 @@ pub struct SegmentTotals {
     pub segments: u64,
     /// Reserved bytes.
     pub reserved_bytes: u64,
-    /// Allocated bytes.
+    /// Allocated bytes (pending frees excluded).
     pub allocated_bytes: u64,
-    /// Requested bytes.
+    /// Active bytes (allocated and pending-free).
+    pub active_bytes: u64,
+    /// Requested bytes (of active blocks).
     pub requested_bytes: u64,
     /// Internal free bytes.
     pub internal_free_bytes: u64,
@@ -86,7 +92,11 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
         .segments
         .iter()
         .map(|s| {
-            let allocated: u64 = s.blocks.iter().filter(|b| b.active).map(|b| b.size).sum();
+            let size_of = |keep: fn(&crate::replay::StateBlock) -> bool| -> u64 {
+                s.blocks.iter().filter(|b| keep(b)).map(|b| b.size).sum()
+            };
+            let allocated = size_of(|b| b.allocated());
+            let active = size_of(|b| b.active);
             let requested: u64 = s
                 .blocks
                 .iter()
@@ -104,8 +114,9 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
             totals.segments += 1;
             totals.reserved_bytes += s.total_size;
             totals.allocated_bytes += allocated;
+            totals.active_bytes += active;
             totals.requested_bytes += requested;
-            totals.internal_free_bytes += allocated.saturating_sub(requested);
+            totals.internal_free_bytes += active.saturating_sub(requested);
             totals.external_free_bytes += external;
             SegmentRow {
                 address: s.address,
@@ -114,8 +125,9 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
                 stream: s.stream,
                 expandable: s.expandable,
                 allocated_bytes: allocated,
+                active_bytes: active,
                 requested_bytes: requested,
-                internal_free_bytes: allocated.saturating_sub(requested),
+                internal_free_bytes: active.saturating_sub(requested),
                 external_free_bytes: external,
                 largest_free_block_bytes: largest,
                 blocks: s
@@ -126,6 +138,7 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
                         size: b.size,
                         requested: b.requested,
                         active: b.active,
+                        pending_free: b.pending_free,
                     })
                     .collect(),
             }

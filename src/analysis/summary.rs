@@ -9,7 +9,7 @@ use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, Tr
 use crate::replay;
 
 /// JSON schema name of [`Summary`].
-pub const SCHEMA: &str = "leakscope.summary/1";
+pub const SCHEMA: &str = "leakscope.summary/2";
 
 /// How the file was written and by whom.
 #[derive(Clone, Debug, Serialize)]
@@ -41,13 +41,15 @@ pub struct Totals {
     pub active_blocks: u64,
     /// Σ segment `total_size`.
     pub reserved_bytes: u64,
-    /// Σ block `size` over `active_allocated` blocks.
+    /// Σ block `size` over `active_allocated` blocks (pending frees excluded, as
+    /// `torch.cuda.memory_allocated`).
     pub allocated_bytes: u64,
-    /// Σ block `requested_size` over `active_allocated` blocks.
+    /// Σ block `requested_size` over active blocks (allocated or pending free, as
+    /// torch's `requested_bytes`).
     pub requested_bytes: u64,
     /// Σ block `size` over active blocks (allocated or pending free).
     pub active_bytes: u64,
-    /// `allocated_bytes - requested_bytes`: what rounding to block sizes costs.
+    /// `active_bytes - requested_bytes`: what rounding to block sizes costs.
     pub rounding_overhead_bytes: u64,
     /// `reserved_bytes - active_bytes`: cached but free.
     pub cached_free_bytes: u64,
@@ -149,7 +151,7 @@ pub struct FrameInfo {
     pub unique_stacks: u64,
 }
 
-/// The `summary` report (`leakscope.summary/1`).
+/// The `summary` report (`leakscope.summary/2`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     /// Schema name and version.
@@ -201,14 +203,14 @@ fn device_totals(dev: &DeviceView, snap: &Snapshot, scan: &TraceScan) -> Totals 
             if b.state.is_active() {
                 t.active_blocks += 1;
                 t.active_bytes += b.size;
+                t.requested_bytes += b.requested_size.unwrap_or(b.size);
             }
             if b.state == BlockState::ActiveAllocated {
                 t.allocated_bytes += b.size;
-                t.requested_bytes += b.requested_size.unwrap_or(b.size);
             }
         }
     }
-    t.rounding_overhead_bytes = t.allocated_bytes.saturating_sub(t.requested_bytes);
+    t.rounding_overhead_bytes = t.active_bytes.saturating_sub(t.requested_bytes);
     t.cached_free_bytes = t.reserved_bytes.saturating_sub(t.active_bytes);
     t.trace_events = dev.trace.len() as u64;
     for (code, &n) in scan.actions.iter().enumerate() {

@@ -6,15 +6,15 @@
 use serde::Serialize;
 
 use crate::attribute::{Attributor, Site};
-use crate::replay::{Origin, Replay};
+use crate::replay::Replay;
 
 /// Live and reserved bytes at selected events, in event order.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Timeline {
     /// Event indices of the points.
     pub events: Vec<u32>,
-    /// Live (requested) bytes after each of those events.
-    pub live: Vec<u64>,
+    /// Requested bytes after each of those events.
+    pub requested: Vec<u64>,
     /// Reserved bytes after each of those events.
     pub reserved: Vec<u64>,
     /// Events in the whole trace.
@@ -27,7 +27,7 @@ pub struct Timeline {
 /// consecutive events keeps the events where live bytes are lowest and highest and where
 /// reserved bytes are lowest and highest; the first and last events are always kept.
 pub fn timeline(replay: &Replay, max_buckets: usize) -> Timeline {
-    let n = replay.live.len();
+    let n = replay.requested.len();
     let mut t = Timeline {
         total_events: n as u32,
         ..Default::default()
@@ -44,10 +44,10 @@ pub fn timeline(replay: &Replay, max_buckets: usize) -> Timeline {
         for i in start..end {
             // Strict comparisons keep the first event of a plateau, so the peak point is
             // the same event `top --at peak` reports.
-            if replay.live[i] < replay.live[lo] {
+            if replay.requested[i] < replay.requested[lo] {
                 lo = i;
             }
-            if replay.live[i] > replay.live[hi] {
+            if replay.requested[i] > replay.requested[hi] {
                 hi = i;
             }
             if replay.reserved[i] < replay.reserved[rlo] {
@@ -68,7 +68,7 @@ pub fn timeline(replay: &Replay, max_buckets: usize) -> Timeline {
     picks.dedup();
     for i in picks {
         t.events.push(i as u32);
-        t.live.push(replay.live[i]);
+        t.requested.push(replay.requested[i]);
         t.reserved.push(replay.reserved[i]);
     }
     t
@@ -100,7 +100,7 @@ pub struct SiteSeries {
 /// At each sample, the sites and `other` add up to the live bytes the allocations counted
 /// by `attr` hold (all of them, without `--focus`).
 pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: usize) -> SiteSeries {
-    let n = replay.live.len();
+    let n = replay.requested.len();
     if n == 0 || samples == 0 {
         return SiteSeries::default();
     }
@@ -156,9 +156,9 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
             .unwrap_or(k)
             .min(slots - 1);
         // Alive after event e when born <= e < freed.
-        let from = match l.origin {
-            Origin::Traced(b) => events.partition_point(|&e| e < b),
-            _ => 0,
+        let from = match l.first_alive() {
+            Some(b) => events.partition_point(|&e| e < b),
+            None => 0,
         };
         let to = match l.freed {
             Some(f) => events.partition_point(|&e| e < f),

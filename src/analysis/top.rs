@@ -38,7 +38,7 @@ pub struct DeviceTop {
     pub device: i64,
     /// The point.
     pub at: Point,
-    /// Σ bytes of all groups (equals `at.live_bytes` unless `--focus` leaves some out).
+    /// Σ bytes of all groups (equals `at.requested_bytes` unless `--focus` leaves some out).
     pub total_bytes: u64,
     /// Σ allocations.
     pub total_blocks: u64,
@@ -74,10 +74,10 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
     let total_bytes: u64 = groups.iter().map(|g| g.1).sum();
     let total_blocks: u64 = groups.iter().map(|g| g.2).sum();
     let share = |b: u64| {
-        if point.live_bytes == 0 {
+        if point.requested_bytes == 0 {
             0.0
         } else {
-            b as f64 / point.live_bytes as f64
+            b as f64 / point.requested_bytes as f64
         }
     };
     let mut rest = Rest::default();

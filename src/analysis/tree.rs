@@ -288,7 +288,7 @@ pub struct DeviceTree {
     pub device: i64,
     /// The point.
     pub at: Point,
-    /// Σ bytes in the tree: the root's inclusive bytes (equals `at.live_bytes` unless
+    /// Σ bytes in the tree: the root's inclusive bytes (equals `at.requested_bytes` unless
     /// `--focus` leaves some allocations out).
     pub total_bytes: u64,
     /// Σ allocations in the tree.

@@ -46,12 +46,15 @@ fn site(v: &Value) -> Option<Site> {
     }
 }
 
-fn measured(m: &Value, path: &str) -> Result<Measured, BaselineError> {
+/// A `check` report's measurements; `peak` names the peak of requested bytes
+/// (`peak_requested`, `peak_allocated` before version 4, which measured the same).
+fn measured(m: &Value, path: &str, peak: &str) -> Result<Measured, BaselineError> {
     let field = |k: &str| num(&m[k], &format!("{path}.{k}"));
     Ok(Measured {
         max_bytes_per_window: field("max_bytes_per_window")?,
         max_site: site(&m["max_site"]),
-        peak_allocated: field("peak_allocated")?,
+        peak_requested: field(peak)?,
+        peak_reserved: m["peak_reserved"].as_u64().unwrap_or(0),
         end_allocated: field("end_allocated")?,
         end_reserved: field("end_reserved")?,
     })
@@ -69,7 +72,8 @@ fn from_suspects(suspects: &Value) -> Measured {
             .and_then(|g| g["bytes_per_window"].as_u64())
             .unwrap_or(0),
         max_site: top.and_then(|g| site(&g["site"]).or_else(|| site(&g["key"]))),
-        peak_allocated: 0,
+        peak_requested: 0,
+        peak_reserved: 0,
         end_allocated: 0,
         end_reserved: 0,
     }
@@ -86,9 +90,18 @@ impl Baseline {
         match schema {
             "leakscope.check/1" => devices.push((
                 None,
-                measured(&v["files"][0]["measured"], "files[0].measured")?,
+                measured(
+                    &v["files"][0]["measured"],
+                    "files[0].measured",
+                    "peak_allocated",
+                )?,
             )),
-            "leakscope.check/2" | "leakscope.check/3" => {
+            "leakscope.check/2" | "leakscope.check/3" | "leakscope.check/4" => {
+                let peak = if schema == "leakscope.check/4" {
+                    "peak_requested"
+                } else {
+                    "peak_allocated"
+                };
                 for (i, d) in v["files"][0]["devices"]
                     .as_array()
                     .into_iter()
@@ -96,11 +109,11 @@ impl Baseline {
                     .enumerate()
                 {
                     let path = format!("files[0].devices[{i}].measured");
-                    devices.push((device(d), measured(&d["measured"], &path)?));
+                    devices.push((device(d), measured(&d["measured"], &path, peak)?));
                 }
             }
             "leakscope.leaks/1" => devices.push((device(&v), from_suspects(&v["suspects"]))),
-            "leakscope.leaks/2" | "leakscope.leaks/3" => {
+            "leakscope.leaks/2" | "leakscope.leaks/3" | "leakscope.leaks/4" => {
                 for d in v["devices"].as_array().into_iter().flatten() {
                     devices.push((device(d), from_suspects(&d["suspects"])));
                 }

@@ -33,9 +33,13 @@ struct LeaksFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MemoryFile {
-    peak_allocated: Option<SizeText>,
+    peak_requested: Option<SizeText>,
+    peak_reserved: Option<SizeText>,
     end_allocated: Option<SizeText>,
     end_reserved: Option<SizeText>,
+    /// The old name of `peak_requested`: refused with the new name, since "allocated"
+    /// means block sizes everywhere else.
+    peak_allocated: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,7 +87,7 @@ pub enum BudgetError {
     /// A size that cannot be read.
     #[error("{field}: {source}")]
     Size {
-        /// Where: `memory.peak_allocated`, `sites[2].max_end_bytes`, ...
+        /// Where: `memory.peak_requested`, `sites[2].max_end_bytes`, ...
         field: String,
         /// What is wrong with it.
         source: SizeError,
@@ -106,6 +110,16 @@ pub enum BudgetError {
         /// What is wrong with it.
         source: SpecError,
     },
+    /// A key under its old name.
+    #[error("{old} is now {new}: {why}")]
+    Renamed {
+        /// The old key.
+        old: &'static str,
+        /// The key to use.
+        new: &'static str,
+        /// Why it changed.
+        why: &'static str,
+    },
     /// `[baseline] tolerance` that is neither a percentage nor a size.
     #[error("[baseline] tolerance `{0}`: use a percentage (\"10%\") or a size (\"64 MiB\")")]
     Tolerance(String),
@@ -120,12 +134,14 @@ pub struct LeakLimits {
     pub forbidden_sites: Vec<Regex>,
 }
 
-/// Limits on memory.
+/// Limits on memory, in PyTorch's words (docs/schemas.md, "Glossary").
 #[derive(Clone, Debug, Default)]
 pub struct MemoryLimits {
-    /// Most live (requested) bytes at any point.
-    pub peak_allocated: Option<u64>,
-    /// Σ block sizes held at the end.
+    /// The most bytes requested at any point (`peak_requested`).
+    pub peak_requested: Option<u64>,
+    /// The most bytes reserved at any point (`peak_reserved`).
+    pub peak_reserved: Option<u64>,
+    /// Σ sizes of the blocks allocated at the end, pending frees excluded.
     pub end_allocated: Option<u64>,
     /// Σ segment sizes at the end.
     pub end_reserved: Option<u64>,
@@ -230,12 +246,22 @@ impl Budget {
     ///
     /// ```
     /// use leakscope::budget::Budget;
-    /// let b = Budget::parse("[memory]\npeak_allocated = \"2 GiB\"\n").unwrap();
-    /// assert_eq!(b.memory.peak_allocated, Some(2 << 30));
-    /// assert!(Budget::parse("[memory]\npeak_allocated = \"2 gallons\"\n").is_err());
+    /// let b = Budget::parse("[memory]\npeak_requested = \"2 GiB\"\n").unwrap();
+    /// assert_eq!(b.memory.peak_requested, Some(2 << 30));
+    /// assert!(Budget::parse("[memory]\npeak_requested = \"2 gallons\"\n").is_err());
+    /// // The old name is refused with the new one.
+    /// let e = Budget::parse("[memory]\npeak_allocated = \"2 GiB\"\n").unwrap_err();
+    /// assert!(e.to_string().contains("peak_requested"));
     /// ```
     pub fn parse(text: &str) -> Result<Budget, BudgetError> {
         let f: BudgetFile = toml::from_str(text).map_err(|e| BudgetError::Toml(e.to_string()))?;
+        if f.memory.peak_allocated.is_some() {
+            return Err(BudgetError::Renamed {
+                old: "memory.peak_allocated",
+                new: "memory.peak_requested",
+                why: "it limited the bytes requested; \"allocated\" now means block sizes, as in torch.cuda.memory_allocated",
+            });
+        }
         let sites = f
             .sites
             .into_iter()
@@ -268,7 +294,8 @@ impl Budget {
                     .collect::<Result<_, _>>()?,
             },
             memory: MemoryLimits {
-                peak_allocated: size("memory.peak_allocated", f.memory.peak_allocated)?,
+                peak_requested: size("memory.peak_requested", f.memory.peak_requested)?,
+                peak_reserved: size("memory.peak_reserved", f.memory.peak_reserved)?,
                 end_allocated: size("memory.end_allocated", f.memory.end_allocated)?,
                 end_reserved: size("memory.end_reserved", f.memory.end_reserved)?,
             },

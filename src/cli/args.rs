@@ -58,7 +58,7 @@ pub enum Command {
 pub struct SummaryCmd {
     /// Snapshot file (pickle, JSON or leakscope cache; plain, .gz or .zst)
     pub file: PathBuf,
-    /// Print JSON (schema leakscope.summary/1) instead of a table
+    /// Print JSON (schema leakscope.summary/2) instead of a table
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -77,7 +77,7 @@ pub struct TopCmd {
     /// Rows to show per device (the rest is summed in one line)
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Print JSON (schema leakscope.top/2)
+    /// Print JSON (schema leakscope.top/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -95,7 +95,7 @@ pub struct LeaksCmd {
     /// Leave out sites growing by fewer bytes per window
     #[arg(long, default_value_t = 0)]
     pub min_bytes: u64,
-    /// Print JSON (schema leakscope.leaks/3)
+    /// Print JSON (schema leakscope.leaks/4)
     #[arg(long)]
     pub json: bool,
 }
@@ -121,7 +121,7 @@ pub struct OomCmd {
     pub file: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print JSON (schema leakscope.oom/2)
+    /// Print JSON (schema leakscope.oom/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -135,7 +135,7 @@ pub struct SegmentsCmd {
     pub point: PointArgs,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Print JSON (schema leakscope.segments/2)
+    /// Print JSON (schema leakscope.segments/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -148,7 +148,7 @@ pub struct RanksCmd {
     /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
-    /// Print JSON (schema leakscope.ranks/2)
+    /// Print JSON (schema leakscope.ranks/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -171,7 +171,7 @@ pub struct CheckCmd {
     /// Write JUnit XML here (a test case per limit)
     #[arg(long)]
     pub junit: Option<PathBuf>,
-    /// Print JSON (schema leakscope.check/3)
+    /// Print JSON (schema leakscope.check/4)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -204,7 +204,7 @@ pub struct TreeCmd {
     /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
     #[arg(long, default_value_t = leakscope::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
     pub min_share: f64,
-    /// Print JSON (schema leakscope.tree/2)
+    /// Print JSON (schema leakscope.tree/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -234,7 +234,7 @@ pub struct ReportCmd {
     pub output: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print the report's data as JSON (schema leakscope.report/3) instead of writing HTML
+    /// Print the report's data as JSON (schema leakscope.report/4) instead of writing HTML
     #[arg(long)]
     pub json: bool,
 }

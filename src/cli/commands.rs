@@ -26,6 +26,7 @@ impl TopCmd {
         let opts = self.at.options(Some(&self.group));
         let s = output::open(&self.file, &self.at.load, false)?;
         let report = s.top(&opts, self.at.point.at, self.limit)?;
+        output::finish(s);
         emit(self.json, &report, |r| render::top::text(r, style))
     }
 }
@@ -37,7 +38,7 @@ impl LeaksCmd {
         opts.leaks.min_bytes = self.min_bytes;
         let s = output::open(&self.file, &self.analysis.load, false)?;
         let report = s.leaks(&opts)?;
-        keep_until_exit(s);
+        output::finish(s);
         emit(self.json, &report, |r| render::leaks::text(r, style))
     }
 }
@@ -47,10 +48,13 @@ impl CompareCmd {
         let opts = self.analysis.options();
         // One snapshot in memory at a time: A's side is computed and its snapshot freed
         // before B is loaded.
-        let side_a = output::open(&self.a, &self.analysis.load, false)?.compare_side(&opts)?;
+        let a = output::open(&self.a, &self.analysis.load, false)?;
+        let side_a = a.compare_side(&opts)?;
+        output::warn_disagreements(&a);
+        drop(a);
         let s = output::open(&self.b, &self.analysis.load, false)?;
         let side_b = s.compare_side(&opts)?;
-        keep_until_exit(s);
+        output::finish(s);
         let report = session::compare(&side_a, &side_b);
         emit(self.json, &report, |r| {
             render::leaks::compare_text(r, style)
@@ -63,6 +67,7 @@ impl OomCmd {
         let opts = self.analysis.options();
         let s = output::open(&self.file, &self.analysis.load, false)?;
         let report = s.oom(&opts)?;
+        output::finish(s);
         emit(self.json, &report, |r| render::oom::text(r, style))
     }
 }
@@ -73,6 +78,7 @@ impl SegmentsCmd {
         opts.devices = self.point.device;
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.segments(&opts, self.point.at)?;
+        output::finish(s);
         emit(self.json, &report, |r| render::segments::text(r, style))
     }
 }
@@ -108,6 +114,7 @@ impl CheckCmd {
         for f in &self.files {
             let s = output::open(f, &self.load, false)?;
             checked.push(s.check(&budget, baseline.as_ref(), &opts)?);
+            output::warn_disagreements(&s);
         }
         let report = CheckReport::new(checked);
         if let Some(j) = &self.junit {
@@ -127,6 +134,7 @@ impl WindowsCmd {
         let opts = options(self.win.device, Some(&self.win), None, &self.filters);
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.windows(&opts)?;
+        output::finish(s);
         emit(self.json, &report, |r| render::windows::text(r, style))
     }
 }
@@ -136,6 +144,7 @@ impl TreeCmd {
         let opts = self.at.options(None);
         let s = output::open(&self.file, &self.at.load, false)?;
         let report = s.tree(&opts, self.at.point.at)?;
+        output::finish(s);
         if self.json {
             output::stdout(&render::json::tree(&report)?)
         } else {
@@ -149,6 +158,7 @@ impl FlamegraphCmd {
         let opts = self.at.options(None);
         let s = output::open(&self.file, &self.at.load, false)?;
         let report = s.tree(&opts, self.at.point.at)?;
+        output::finish(s);
         let lines = render::flamegraph::report_lines(&report);
         if self.folded {
             if report.devices.is_empty() {
@@ -180,6 +190,7 @@ impl ReportCmd {
         let opts = self.analysis.options();
         let s = output::open(&self.file, &self.analysis.load, false)?;
         let data = s.report(&opts, &ReportOptions::default())?;
+        output::finish(s);
         let data_json = serde_json::to_string(&data)?;
         if self.json {
             return output::stdout(&(data_json + "\n"));

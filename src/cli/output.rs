@@ -60,6 +60,24 @@ pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session
     Ok(session)
 }
 
+/// Says once per device what did not add up in the devices the command replayed, then
+/// leaves the session to the operating system (see [`keep_until_exit`]).
+pub fn finish(session: Session) {
+    warn_disagreements(&session);
+    keep_until_exit(session);
+}
+
+/// One line on standard error per device whose trace and final state disagree.
+pub fn warn_disagreements(session: &Session) {
+    for c in session.disagreements() {
+        eprintln!(
+            "leakscope: warning: {}: {}",
+            session.name(),
+            leakscope::render::consistency::line(&c)
+        );
+    }
+}
+
 /// Leaves what a command built to the operating system: the process ends right after it,
 /// and freeing a loaded snapshot's many small allocations one by one took milliseconds
 /// (about 1% of `summary` on a 500 MB file) that the exit does not need.

@@ -1276,6 +1276,7 @@ fn action_needs_address(a: Action) -> bool {
         Action::ALLOC
             | Action::FREE_REQUESTED
             | Action::FREE_COMPLETED
+            | Action::FREE
             | Action::SEGMENT_ALLOC
             | Action::SEGMENT_FREE
             | Action::SEGMENT_MAP

@@ -8,7 +8,7 @@ use crate::model::Snapshot;
 /// First bytes of a cache file; the byte after the text is the format version.
 pub const MAGIC: &[u8] = b"LEAKSCOPE-MODEL\0";
 /// Bump when the model's serialized shape changes.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Encodes a snapshot as a cache file image.
 pub fn encode(snap: &Snapshot) -> Result<Vec<u8>, WriteError> {

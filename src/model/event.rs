@@ -36,9 +36,12 @@ impl Action {
     pub const ANNOTATE: Action = Action(10);
     /// mid-2024 nightlies: record_function START/END stored as trace entries.
     pub const USER_DEFINED: Action = Action(11);
+    /// Older traces: a free with no separate completion; it means what `free_completed`
+    /// means (PyTorch's viewer reads it so).
+    pub const FREE: Action = Action(12);
 
     /// Names of the known actions, indexed by code.
-    pub const KNOWN: [&'static str; 12] = [
+    pub const KNOWN: [&'static str; 13] = [
         "alloc",
         "free_requested",
         "free_completed",
@@ -51,7 +54,14 @@ impl Action {
         "workspace_snapshot",
         "annotate",
         "user_defined",
+        "free",
     ];
+
+    /// A block went back to the allocator: `free_completed`, or an older trace's `free`.
+    #[inline]
+    pub fn frees(self) -> bool {
+        self == Action::FREE_COMPLETED || self == Action::FREE
+    }
 
     /// True for codes that are not one of [`Action::KNOWN`].
     pub fn is_unknown(self) -> bool {
@@ -156,5 +166,21 @@ impl EventMeta {
     /// True when the event dict had the key(s) behind `flag`.
     pub fn has(&self, flag: u16) -> bool {
         self.flags & flag != 0
+    }
+
+    /// An `oom` event's `device_free`: in the `addr` column when the event had no `addr`,
+    /// else kept among the other keys. `addr` is the event's `addr` column.
+    pub fn device_free(&self, addr: u64) -> Option<u64> {
+        if self.has(flags::DEVICE_FREE) {
+            return Some(addr);
+        }
+        self.extra
+            .iter()
+            .find(|(k, _)| k == "device_free")
+            .and_then(|(_, v)| match v {
+                Value::Int(i) => u64::try_from(*i).ok(),
+                Value::UInt(u) => Some(*u),
+                _ => None,
+            })
     }
 }

@@ -250,17 +250,29 @@ pub struct DeviceView<'s> {
     pub segments: Vec<&'s Segment>,
     /// The device's trace (empty when it has none).
     pub trace: &'s Trace,
+    /// The snapshot's event attributes, which the trace's `meta` column indexes.
+    pub metas: &'s [EventMeta],
 }
 
 static EMPTY_TRACE: std::sync::LazyLock<Trace> = std::sync::LazyLock::new(Trace::default);
 
 impl DeviceView<'_> {
-    /// Σ sizes of the blocks held at the end (allocated or waiting to be freed).
-    pub fn held_bytes(&self) -> u64 {
+    /// The `stream` of event `i` (0, the default stream, when the event has none).
+    pub fn stream_of(&self, i: usize) -> i64 {
+        self.trace
+            .meta
+            .get(i)
+            .and_then(|m| self.metas.get(m.index()))
+            .map_or(0, |m| m.stream)
+    }
+
+    /// Σ sizes of the blocks allocated at the end, pending frees excluded (as
+    /// `torch.cuda.memory_allocated`).
+    pub fn allocated_bytes(&self) -> u64 {
         self.segments
             .iter()
             .flat_map(|s| &s.blocks)
-            .filter(|b| b.state.is_active())
+            .filter(|b| b.state == BlockState::ActiveAllocated)
             .map(|b| b.size)
             .sum()
     }
@@ -301,6 +313,7 @@ impl Snapshot {
                     .filter(|s| s.device_index() == d)
                     .collect(),
                 trace: self.trace(d),
+                metas: &self.metas,
             })
             .collect()
     }

@@ -66,7 +66,7 @@ impl TraceScan {
             counts[action.0 as usize] += 1;
             match action {
                 Action::ALLOC => s.double_allocs += s.open.insert(addr, size).is_some() as u64,
-                Action::FREE_COMPLETED => s.unmatched_frees += s.open.remove(addr).is_none() as u64,
+                a if a.frees() => s.unmatched_frees += s.open.remove(addr).is_none() as u64,
                 Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
                     open_segments.insert(addr, ());
                 }

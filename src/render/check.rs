@@ -42,7 +42,7 @@ pub fn case_detail(c: &Case) -> String {
             c.baseline.unwrap_or(0),
             c.limit
         ),
-        Limit::PeakAllocated | Limit::EndAllocated | Limit::EndReserved => {
+        Limit::PeakRequested | Limit::PeakReserved | Limit::EndAllocated | Limit::EndReserved => {
             format!("{} B against {} B", c.value, c.limit)
         }
     }

@@ -165,7 +165,7 @@ fn titles(r: &TreeReport) -> (String, String) {
     let file = std::path::Path::new(&r.file)
         .file_name()
         .map_or(r.file.clone(), |n| n.to_string_lossy().into_owned());
-    let live: u64 = r.devices.iter().map(|d| d.at.live_bytes).sum();
+    let live: u64 = r.devices.iter().map(|d| d.at.requested_bytes).sum();
     let drawn: u64 = r.devices.iter().map(|d| d.total_bytes).sum();
     let blocks: u64 = r.devices.iter().map(|d| d.total_blocks).sum();
     let (title, devices) = match r.devices.as_slice() {

@@ -128,6 +128,14 @@ pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[Option<String>]) 
         nav(data)
     );
     h.push_str("<main>\n");
+    for c in &data.disagreements {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\" id=\"disagrees-{}\">{}</p>",
+            c.device,
+            escape(&super::consistency::line(c))
+        );
+    }
     for (i, d) in data.devices.iter().enumerate() {
         device_section(
             &mut h,
@@ -167,7 +175,7 @@ pub fn written(path: &std::path::Path, data: &ReportData, len: usize) -> String 
             format!(
                 "device {} peak {} after event {}",
                 d.device,
-                bytes(d.peak.live_bytes),
+                bytes(d.peak.requested_bytes),
                 d.peak
                     .event_index
                     .map_or("(none)".into(), |i| count(i as u64))
@@ -263,12 +271,12 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
         "Peak live (requested) bytes",
         format!(
             "{}<div class=\"sub\">after event {}</div>",
-            num(d.peak.live_bytes),
+            num(d.peak.requested_bytes),
             d.peak
                 .event_index
                 .map_or("(before the trace)".into(), |i| count(i as u64))
         ),
-        Some(d.peak.live_bytes),
+        Some(d.peak.requested_bytes),
     );
     if let Some(t) = totals {
         card(
@@ -314,8 +322,8 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
         card(
             "card-oom",
             "OOM: requested",
-            num(o.oom.requested_bytes.unwrap_or(0)),
-            o.oom.requested_bytes,
+            num(o.oom.request_bytes.unwrap_or(0)),
+            o.oom.request_bytes,
         );
     }
     if d.leaks.trace.wrapped {
@@ -365,7 +373,7 @@ fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
         h,
         "<h3>{title}: {} live {}</h3><table id=\"{id}\"><thead><tr><th>site</th>\
          <th class=\"n\">bytes</th><th class=\"n\">share</th><th class=\"n\">allocations</th></tr></thead><tbody>",
-        bytes(r.at.live_bytes),
+        bytes(r.at.requested_bytes),
         r.at.event_index.map_or(String::new(), |i| format!(
             "(after event {})",
             count(i as u64)
@@ -477,7 +485,7 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
     if !l.not_suspects.is_empty() {
         let _ = write!(
             h,
-            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight)</summary><table id=\"others-{n}\" class=\"growth\">{head}<tbody>",
+            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight, too late to judge)</summary><table id=\"others-{n}\" class=\"growth\">{head}<tbody>",
             count(l.not_suspects.len() as u64 + d.leak_rows_left_out.1)
         );
         for g in &l.not_suspects {
@@ -514,7 +522,7 @@ fn holders_table(h: &mut String, n: i64, what: &str, at: &Point, rows: &[TopRow]
             || "before the first event".into(),
             |e| format!("after event {e}")
         ),
-        bytes(at.live_bytes)
+        bytes(at.requested_bytes)
     );
     for r in rows {
         let _ = write!(
@@ -541,8 +549,8 @@ fn oom_section(h: &mut String, o: &DeviceOom) {
          <tr><th>cached free</th><td class=\"n\">{}</td></tr>\
          <tr><th>largest free block</th><td class=\"n\">{}</td></tr>\
          <tr><th>at event</th><td class=\"n\">{}</td></tr></tbody></table>",
-        o.oom.requested_bytes.unwrap_or(0),
-        num(o.oom.requested_bytes.unwrap_or(0)),
+        o.oom.request_bytes.unwrap_or(0),
+        num(o.oom.request_bytes.unwrap_or(0)),
         o.oom.device_free_bytes.map_or("unknown".into(), num),
         num(o.reserved_bytes),
         num(o.allocated_bytes),

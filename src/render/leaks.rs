@@ -111,7 +111,7 @@ fn others_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     let _ = writeln!(
         o,
         "{}",
-        style.bold("not suspects (warm-up, bounded, sporadic, in flight)")
+        style.bold("not suspects (warm-up, bounded, sporadic, in flight, too late to judge)")
     );
     let mut t = Table::new(&[
         ("held at most", Align::Right),
@@ -163,7 +163,7 @@ fn no_verdicts_text(r: &DeviceLeaks, nv: &NoVerdicts, by: &str, style: Style, o:
         let title = format!(
             "held at the peak, which is the end ({}): {}",
             point(&nv.end),
-            bytes(nv.end.live_bytes)
+            bytes(nv.end.requested_bytes)
         );
         holders(o, &title, &nv.at_end, by, style);
         return;
@@ -171,14 +171,14 @@ fn no_verdicts_text(r: &DeviceLeaks, nv: &NoVerdicts, by: &str, style: Style, o:
     let title = format!(
         "held at the {}: {}",
         point(&nv.peak),
-        bytes(nv.peak.live_bytes)
+        bytes(nv.peak.requested_bytes)
     );
     holders(o, &title, &nv.at_peak, by, style);
     o.push('\n');
     let title = format!(
         "held at the {}: {}",
         point(&nv.end),
-        bytes(nv.end.live_bytes)
+        bytes(nv.end.requested_bytes)
     );
     holders(o, &title, &nv.at_end, by, style);
 }

@@ -3,6 +3,7 @@
 //! computes a finding.
 
 pub mod check;
+pub mod consistency;
 pub mod flamegraph;
 pub mod html;
 pub mod json;

@@ -61,7 +61,7 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
                 "device {}: out of memory at event {} asking for {} ({} pool); the driver had {} free",
                 r.device,
                 r.oom.event_index.unwrap_or(0),
-                opt(r.oom.requested_bytes),
+                opt(r.oom.request_bytes),
                 r.oom.pool.unwrap_or("-"),
                 opt(r.oom.device_free_bytes)
             ))
@@ -80,12 +80,16 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
     let mut t = Table::new(&[("", Align::Left), ("bytes", Align::Right)]);
     t.row(["reserved (segments)".to_string(), bytes(r.reserved_bytes)]);
     t.row([
-        "allocated (blocks held)".to_string(),
+        "active (blocks held, pending frees too)".to_string(),
+        bytes(r.active_bytes),
+    ]);
+    t.row([
+        "allocated (blocks held, pending frees not)".to_string(),
         bytes(r.allocated_bytes),
     ]);
     t.row([
-        "requested by the program".to_string(),
-        bytes(r.requested_live_bytes),
+        "requested (bytes asked for, of active blocks)".to_string(),
+        bytes(r.requested_bytes),
     ]);
     t.row(["cached free".to_string(), bytes(r.cached_free_bytes)]);
     if r.oom.found {

@@ -25,7 +25,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
         ("rank", Align::Right),
         ("device", Align::Right),
         ("peak", Align::Right),
-        ("held at end", Align::Right),
+        ("allocated at end", Align::Right),
         ("growth/window", Align::Right),
         ("", Align::Left),
         ("top suspect", Align::Left),
@@ -49,17 +49,18 @@ pub fn text(r: &RanksReport, style: Style) -> String {
             x.step.clone(),
             rank,
             x.device.map_or_else(|| "-".into(), |d| d.to_string()),
-            bytes(x.peak_bytes),
+            bytes(x.peak_requested_bytes),
             bytes(x.end_allocated_bytes),
             if x.verdicts {
                 bytes(x.growth_bytes_per_window)
             } else {
                 "no verdicts".into()
             },
-            if x.outlier {
-                "OUTLIER".into()
-            } else {
-                String::new()
+            match (x.outlier, x.disagrees) {
+                (true, true) => "OUTLIER, inconsistent".into(),
+                (true, false) => "OUTLIER".into(),
+                (false, true) => "inconsistent".into(),
+                (false, false) => String::new(),
             },
             x.top_suspect
                 .as_ref()
@@ -72,7 +73,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
         let _ = writeln!(
             o,
             "{}",
-            style.bold("held at the end of each step, per rank")
+            style.bold("allocated at the end of each step, per rank")
         );
         for tr in &r.trends {
             let series: Vec<String> = tr.end_allocated_bytes.iter().map(|&b| bytes(b)).collect();

@@ -61,7 +61,7 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
         ("pool", Align::Left),
         ("stream", Align::Right),
         ("map (# held, + partly, . free)", Align::Left),
-        ("held", Align::Right),
+        ("active", Align::Right),
         ("blocks", Align::Right),
         ("free", Align::Right),
         ("largest free", Align::Right),
@@ -78,7 +78,7 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
             s.pool.clone(),
             s.stream.to_string(),
             bar(s),
-            bytes(s.allocated_bytes),
+            bytes(s.active_bytes),
             count(s.blocks.iter().filter(|b| b.active).count() as u64),
             bytes(s.external_free_bytes),
             bytes(s.largest_free_block_bytes),
@@ -89,10 +89,12 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
     let tt = &r.totals;
     let _ = writeln!(
         o,
-        "\n{} segments, {} reserved: {} held ({} requested, {} lost to rounding inside blocks), {} free between blocks",
+        "\n{} segments, {} reserved: {} active ({} allocated, {} pending free; {} requested, {} lost to rounding inside blocks), {} free between blocks",
         count(tt.segments),
         bytes(tt.reserved_bytes),
+        bytes(tt.active_bytes),
         bytes(tt.allocated_bytes),
+        bytes(tt.active_bytes - tt.allocated_bytes),
         bytes(tt.requested_bytes),
         bytes(tt.internal_free_bytes),
         bytes(tt.external_free_bytes)
@@ -100,7 +102,7 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
     if r.reconstruction_unresolved > 0 {
         let _ = writeln!(
             o,
-            "({} events could not be undone to reach this point: the map is approximate)",
+            "({} events could not be placed to reach this point: the map is approximate)",
             count(r.reconstruction_unresolved)
         );
     }

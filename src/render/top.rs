@@ -34,7 +34,7 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
         "device {}, at {}: {} live in {} allocations, by {}",
         r.device,
         super::tree::point_text(&r.at),
-        bytes(r.at.live_bytes),
+        bytes(r.at.requested_bytes),
         count(r.total_blocks),
         by
     );
@@ -56,10 +56,10 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     if r.rest.keys > 0 {
         t.row([
             bytes(r.rest.bytes),
-            if r.at.live_bytes == 0 {
+            if r.at.requested_bytes == 0 {
                 "0.0%".into()
             } else {
-                share(r.rest.bytes, r.at.live_bytes)
+                share(r.rest.bytes, r.at.requested_bytes)
             },
             count(r.rest.blocks),
             format!("({} more)", count(r.rest.keys)),
@@ -67,7 +67,7 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     }
     t.row([
         bytes(r.total_bytes),
-        share(r.total_bytes, r.at.live_bytes),
+        share(r.total_bytes, r.at.requested_bytes),
         count(r.total_blocks),
         "total".into(),
     ]);

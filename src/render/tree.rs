@@ -65,10 +65,10 @@ pub fn device_text(r: &DeviceTree, min_share: f64, style: Style) -> String {
         "device {}, at {}: {} live",
         r.device,
         point_text(&r.at),
-        bytes(r.at.live_bytes),
+        bytes(r.at.requested_bytes),
     );
     let blocks = plural(r.total_blocks, "allocation", "allocations");
-    if total == r.at.live_bytes {
+    if total == r.at.requested_bytes {
         let _ = writeln!(o, " in {blocks}");
     } else {
         let _ = writeln!(o, "; the tree holds {} in {blocks}", bytes(total));

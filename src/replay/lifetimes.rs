@@ -1,13 +1,14 @@
 //! Allocation lifetimes and the memory timeline of one device.
 //!
-//! Memory counts as allocated from `alloc` until `free_completed`, as PyTorch's viewer
-//! counts it: between `free_requested` and `free_completed` a block waits for other
-//! streams (`active_pending_free`) and is still held. Bytes are the bytes the program
-//! requested (trace events carry them; a block alive at the end weighs its
-//! `requested_size`). Allocations the trace cannot see are reconstructed: an active block
-//! of the final segments that no live `alloc` accounts for was allocated before the trace
-//! began (alive from the start), and a `free_completed` with no `alloc` frees an
-//! allocation made before the trace began (alive from the start until that free).
+//! Memory counts from `alloc` until `free_completed` (or an older trace's `free`), as
+//! PyTorch's `requested_bytes` counts it: between `free_requested` and `free_completed` a
+//! block waits for other streams (`active_pending_free`) and is still held. Bytes are the
+//! bytes the program requested (trace events carry them; a block alive at the end weighs
+//! its `requested_size`). Allocations the trace cannot see are reconstructed: an active
+//! block of the final segments that no live `alloc` accounts for, and a `free_completed`
+//! with no `alloc`. Each holds its address from the start of the trace, unless the trace
+//! shows the address held by someone else earlier: then it began after the last event that
+//! freed that address (an address holds one allocation at a time, so it is counted once).
 
 use crate::model::addr_map::AddrMap;
 use crate::model::fxhash::FastMap;
@@ -41,19 +42,41 @@ pub struct Lifetime {
     pub stack: StackId,
     /// Stack of the event that freed it, when the trace has one.
     pub free_stack: Option<StackId>,
+    /// For a reconstructed allocation: the last event before it that freed its address
+    /// (it began after that event); `None`: held from the start of the trace.
+    pub born_after: Option<u32>,
 }
 
 impl Lifetime {
+    /// The first event after which the allocation holds memory (`None`: it does before
+    /// the first event).
+    #[inline]
+    pub fn first_alive(&self) -> Option<u32> {
+        match self.origin {
+            Origin::Traced(a) => Some(a),
+            _ => self.born_after.map(|j| j.saturating_add(1)),
+        }
+    }
+
     /// Whether the allocation holds memory after event `i` (`None`: before any event).
     #[inline]
     pub fn alive_after(&self, i: Option<u32>) -> bool {
-        let born = match (self.origin, i) {
-            (Origin::Traced(a), Some(i)) => a <= i,
-            (Origin::Traced(_), None) => false,
-            _ => true,
+        let born = match (self.first_alive(), i) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(a), Some(i)) => a <= i,
         };
-        // Before any event (`i` is None) everything born before the trace is alive.
         born && self.freed.is_none_or(|f| i.is_none_or(|i| f > i))
+    }
+
+    /// Whether it waits for other streams after event `i` (freed by the program, not yet
+    /// returned to the allocator): `active_pending_free`.
+    #[inline]
+    pub fn pending_after(&self, i: Option<u32>) -> bool {
+        self.alive_after(i)
+            && self
+                .free_requested
+                .is_some_and(|r| i.is_some_and(|i| r <= i))
     }
 
     /// Whether it was allocated before the trace began.
@@ -91,11 +114,11 @@ pub struct Replay {
     /// Every allocation, traced ones in `alloc` order, reconstructed ones after.
     pub lifetimes: Vec<Lifetime>,
     /// Live (requested) bytes before the first event.
-    pub initial_live: u64,
+    pub initial_requested: u64,
     /// Reserved bytes before the first event.
     pub initial_reserved: u64,
     /// Live bytes after each event.
-    pub live: Vec<u64>,
+    pub requested: Vec<u64>,
     /// Reserved bytes after each event.
     pub reserved: Vec<u64>,
     /// Active blocks of the final segments allocated before the trace began.
@@ -107,6 +130,14 @@ pub struct Replay {
     pub unmatched_segment_frees: u64,
     /// `alloc` at an address already live (the earlier allocation is closed there).
     pub double_allocs: u64,
+    /// `free_requested` with no live allocation at its address.
+    pub stray_free_requests: u64,
+    /// Points (before the first event, after each) at which the bytes requested exceed
+    /// the bytes reserved.
+    pub requested_above_reserved: u64,
+    /// Points at which the reserved bytes, counted back from the final segments, would be
+    /// negative (shown as 0).
+    pub negative_reserved: u64,
     /// Differences between the replayed end state and `segments`.
     pub mismatches: Vec<Mismatch>,
     /// Indices of `oom` events.
@@ -116,19 +147,19 @@ pub struct Replay {
 impl Replay {
     /// Number of events.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.requested.len()
     }
 
     /// True when the device has no trace events.
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.requested.is_empty()
     }
 
     /// The peak of live bytes: the first event after which they are highest, with the
     /// bytes (`None` as index: before any event, when nothing in the trace exceeds the start).
     pub fn peak(&self) -> (Option<u32>, u64) {
-        let mut best = (None, self.initial_live);
-        for (i, &v) in self.live.iter().enumerate() {
+        let mut best = (None, self.initial_requested);
+        for (i, &v) in self.requested.iter().enumerate() {
             if v > best.1 {
                 best = (Some(i as u32), v);
             }
@@ -136,21 +167,29 @@ impl Replay {
         best
     }
 
+    /// The most bytes reserved before the first event or after any.
+    pub fn peak_reserved(&self) -> u64 {
+        self.reserved
+            .iter()
+            .copied()
+            .fold(self.initial_reserved, u64::max)
+    }
+
     /// Live bytes after event `i` (`None`: before the first event).
-    pub fn live_after(&self, i: Option<u32>) -> u64 {
+    pub fn requested_after(&self, i: Option<u32>) -> u64 {
         match i {
             Some(i) => self
-                .live
+                .requested
                 .get(i as usize)
                 .copied()
-                .unwrap_or(self.initial_live),
-            None => self.initial_live,
+                .unwrap_or(self.initial_requested),
+            None => self.initial_requested,
         }
     }
 
     /// The last event index, `None` when the trace is empty.
     pub fn last_event(&self) -> Option<u32> {
-        self.live.len().checked_sub(1).map(|i| i as u32)
+        self.requested.len().checked_sub(1).map(|i| i as u32)
     }
 
     /// Allocations alive after event `i`.
@@ -232,68 +271,74 @@ pub fn replay(dev: &DeviceView) -> Replay {
     let n = t.len();
     let mut r = Replay {
         device: dev.device,
-        live: Vec::with_capacity(n),
-        reserved: Vec::with_capacity(n),
         ..Default::default()
     };
     // addr -> index in lifetimes of the allocation currently holding it
     let mut open: AddrMap<usize> = AddrMap::default();
+    // addr -> the last event that freed it (its holder ended there)
+    let mut last_end: AddrMap<u32> = AddrMap::default();
     let mut open_segments: AddrMap<()> = AddrMap::default();
-    // Frees whose alloc is missing: alive from the start until the free.
+    // addr -> a `free_requested` no traced allocation accounts for (yet)
+    let mut requests: AddrMap<u32> = AddrMap::default();
     let mut unmatched: Vec<Lifetime> = Vec::new();
-    let mut live: i128 = 0; // relative to the (unknown yet) initial live bytes
     let mut reserved_delta: i128 = 0;
-    let mut live_rel = Vec::with_capacity(n);
     let mut reserved_rel = Vec::with_capacity(n);
-    for i in 0..t.len() {
+    for i in 0..n {
         let addr = t.addr[i];
         let size = t.size[i];
+        let at = i as u32;
         match t.action[i] {
             Action::ALLOC => {
                 if let Some(prev) = open.remove(addr) {
                     // A second alloc at a live address: the trace lost the free.
                     r.double_allocs += 1;
-                    r.lifetimes[prev].freed = Some(i as u32);
-                    live -= r.lifetimes[prev].bytes as i128;
+                    r.lifetimes[prev].freed = Some(at);
                 }
                 open.insert(addr, r.lifetimes.len());
                 r.lifetimes.push(Lifetime {
                     addr,
                     bytes: size,
-                    origin: Origin::Traced(i as u32),
+                    origin: Origin::Traced(at),
                     free_requested: None,
                     freed: None,
                     stack: t.stack[i],
                     free_stack: None,
+                    born_after: None,
                 });
-                live += size as i128;
             }
-            Action::FREE_REQUESTED => {
-                if let Some(k) = open.get(addr) {
-                    r.lifetimes[k].free_requested.get_or_insert(i as u32);
-                }
-            }
-            Action::FREE_COMPLETED => match open.remove(addr) {
+            Action::FREE_REQUESTED => match open.get(addr) {
                 Some(k) => {
-                    let l = &mut r.lifetimes[k];
-                    l.freed = Some(i as u32);
-                    l.free_stack = Some(t.stack[i]);
-                    live -= l.bytes as i128;
+                    r.lifetimes[k].free_requested.get_or_insert(at);
                 }
+                // An allocation the trace did not show: its free completes later (an
+                // unmatched free), or it is pending at the end; else the request is stray.
                 None => {
-                    r.unmatched_frees += 1;
-                    unmatched.push(Lifetime {
-                        addr,
-                        bytes: size,
-                        origin: Origin::UnmatchedFree,
-                        free_requested: None,
-                        freed: Some(i as u32),
-                        stack: t.stack[i],
-                        free_stack: Some(t.stack[i]),
-                    });
-                    live -= size as i128;
+                    requests.insert(addr, at);
                 }
             },
+            a if a.frees() => {
+                match open.remove(addr) {
+                    Some(k) => {
+                        let l = &mut r.lifetimes[k];
+                        l.freed = Some(at);
+                        l.free_stack = Some(t.stack[i]);
+                    }
+                    None => {
+                        r.unmatched_frees += 1;
+                        unmatched.push(Lifetime {
+                            addr,
+                            bytes: size,
+                            origin: Origin::UnmatchedFree,
+                            free_requested: requests.remove(addr),
+                            freed: Some(at),
+                            stack: t.stack[i],
+                            free_stack: Some(t.stack[i]),
+                            born_after: last_end.get(addr),
+                        });
+                    }
+                }
+                last_end.insert(addr, at);
+            }
             Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
                 open_segments.insert(addr, ());
                 reserved_delta += size as i128
@@ -304,36 +349,54 @@ pub fn replay(dev: &DeviceView) -> Replay {
                 }
                 reserved_delta -= size as i128
             }
-            Action::OOM => r.ooms.push(i as u32),
+            Action::OOM => r.ooms.push(at),
             _ => {}
         }
-        live_rel.push(live);
         reserved_rel.push(reserved_delta);
     }
+    let pre_trace = reconcile(dev, &mut r, &open, &last_end, &mut requests);
+    r.stray_free_requests = requests.len() as u64;
+    r.pre_trace_blocks = pre_trace.len() as u64;
+    r.lifetimes.extend(pre_trace);
+    r.lifetimes.extend(unmatched);
+    timelines(dev, &mut r, reserved_rel);
+    r
+}
 
-    // Reconcile with the final segments.
+/// Compares what the replay leaves open with the final segments, and returns the active
+/// blocks no open allocation accounts for (allocated before the trace, or after the last
+/// event that freed their address).
+fn reconcile(
+    dev: &DeviceView,
+    r: &mut Replay,
+    open: &AddrMap<usize>,
+    last_end: &AddrMap<u32>,
+    requests: &mut AddrMap<u32>,
+) -> Vec<Lifetime> {
     let mut blocks: FastMap<u64, &Block> = FastMap::default();
-    for s in &dev.segments {
-        for b in &s.blocks {
-            if b.state.is_active() {
-                blocks.insert(b.address, b);
-            }
-        }
-    }
     let mut pre_trace = Vec::new();
-    for s in &dev.segments {
-        for b in &s.blocks {
-            if b.state.is_active() && !open.contains_key(b.address) {
-                pre_trace.push(Lifetime {
-                    addr: b.address,
-                    bytes: block_requested(b),
-                    origin: Origin::PreTraceBlock,
-                    free_requested: None,
-                    freed: None,
-                    stack: block_stack(b),
-                    free_stack: None,
-                });
-            }
+    for b in dev.segments.iter().flat_map(|s| &s.blocks) {
+        if !b.state.is_active() {
+            continue;
+        }
+        blocks.insert(b.address, b);
+        if !open.contains_key(b.address) {
+            // A block pending its free at the end takes the request the trace shows.
+            let pending = !matches!(b.state, crate::model::BlockState::ActiveAllocated);
+            pre_trace.push(Lifetime {
+                addr: b.address,
+                bytes: block_requested(b),
+                origin: Origin::PreTraceBlock,
+                free_requested: if pending {
+                    requests.remove(b.address)
+                } else {
+                    None
+                },
+                freed: None,
+                stack: block_stack(b),
+                free_stack: None,
+                born_after: last_end.get(b.address),
+            });
         }
     }
     let mut open_sorted: Vec<usize> = open.iter().map(|(_, k)| k).collect();
@@ -356,25 +419,41 @@ pub fn replay(dev: &DeviceView) -> Replay {
             Some(_) => {}
         }
     }
-    r.pre_trace_blocks = pre_trace.len() as u64;
-    let initial: i128 = pre_trace
-        .iter()
-        .chain(&unmatched)
-        .map(|l| l.bytes as i128)
-        .sum();
-    r.lifetimes.extend(pre_trace);
-    r.lifetimes.extend(unmatched);
-    r.initial_live = initial.max(0) as u64;
-    r.live = live_rel
-        .into_iter()
-        .map(|v| (initial + v).max(0) as u64)
-        .collect();
+    pre_trace
+}
+
+/// The requested and reserved bytes before the first event and after each: every
+/// lifetime adds its bytes where it is first alive and takes them away where it is freed;
+/// reserved counts back from the final segments.
+fn timelines(dev: &DeviceView, r: &mut Replay, reserved_rel: Vec<i128>) {
+    let n = reserved_rel.len();
+    let mut initial: i128 = 0;
+    let mut delta = vec![0i128; n];
+    for l in &r.lifetimes {
+        match l.first_alive() {
+            None => initial += l.bytes as i128,
+            Some(a) if (a as usize) < n => delta[a as usize] += l.bytes as i128,
+            Some(_) => continue, // begins after the last event: never alive in the trace
+        }
+        if let Some(f) = l.freed {
+            delta[f as usize] -= l.bytes as i128;
+        }
+    }
     let final_reserved: i128 = dev.segments.iter().map(|s| s.total_size as i128).sum();
-    let initial_reserved = final_reserved - reserved_delta;
+    let initial_reserved = final_reserved - reserved_rel.last().copied().unwrap_or(0);
+    r.initial_requested = initial.max(0) as u64;
     r.initial_reserved = initial_reserved.max(0) as u64;
-    r.reserved = reserved_rel
-        .into_iter()
-        .map(|v| (initial_reserved + v).max(0) as u64)
-        .collect();
-    r
+    r.negative_reserved = u64::from(initial_reserved < 0);
+    r.requested_above_reserved = u64::from(initial > initial_reserved.max(0));
+    r.requested = Vec::with_capacity(n);
+    r.reserved = Vec::with_capacity(n);
+    let mut live = initial;
+    for (d, rel) in delta.into_iter().zip(reserved_rel) {
+        live += d;
+        let reserved = initial_reserved + rel;
+        r.negative_reserved += u64::from(reserved < 0);
+        r.requested_above_reserved += u64::from(live > reserved.max(0));
+        r.requested.push(live.max(0) as u64);
+        r.reserved.push(reserved.max(0) as u64);
+    }
 }

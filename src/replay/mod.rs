@@ -2,8 +2,10 @@
 //! and reserved bytes, and what the trace cannot see (allocations made before it began,
 //! frees whose allocation fell out of the ring buffer).
 
+mod consistency;
 mod lifetimes;
 mod state;
 
+pub use consistency::Consistency;
 pub use lifetimes::{Coverage, Lifetime, Mismatch, Origin, Replay, coverage, coverage_of, replay};
 pub use state::{AllocatorState, StateBlock, StateSegment};

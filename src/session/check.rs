@@ -29,6 +29,9 @@ pub struct FileCheck {
     pub file: String,
     /// Every selected device that has segments or trace events.
     pub devices: Vec<DeviceCheck>,
+    /// Devices whose trace and final state disagree (see `PerDevice::disagreements`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<crate::replay::Consistency>,
 }
 
 impl FileCheck {
@@ -40,7 +43,7 @@ impl FileCheck {
     }
 }
 
-/// `leakscope check` (`leakscope.check/3`).
+/// `leakscope check` (`leakscope.check/4`).
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
     /// Schema name.
@@ -81,9 +84,12 @@ impl Session {
                 let end = top::top(&r.replay, end_point, &mut r.attr, usize::MAX);
                 let measured = check::measure(
                     &found,
-                    r.replay.peak().1,
-                    r.view.held_bytes(),
-                    r.view.reserved_bytes(),
+                    check::MemoryFigures {
+                        peak_requested: r.replay.peak().1,
+                        peak_reserved: r.replay.peak_reserved(),
+                        end_allocated: r.view.allocated_bytes(),
+                        end_reserved: r.view.reserved_bytes(),
+                    },
                 );
                 let base = baseline.and_then(|b| b.for_device(r.device()));
                 DeviceCheck {
@@ -96,6 +102,7 @@ impl Session {
         Ok(FileCheck {
             file: self.name().to_string(),
             devices,
+            disagreements: self.disagreements(),
         })
     }
 }

@@ -38,7 +38,7 @@ use crate::analysis::{segments, top, tree};
 use crate::attribute::Classification;
 use crate::load::{LoadOptions, load_path};
 use crate::model::Snapshot;
-use crate::replay::AllocatorState;
+use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareReport, Unpaired, compare};
@@ -59,6 +59,8 @@ pub use run::DeviceRun;
 pub struct Session {
     snap: Snapshot,
     name: String,
+    /// What did not add up on each device replayed so far (one entry per device).
+    checked: std::sync::Mutex<Vec<Consistency>>,
 }
 
 /// The devices a report covers and the ones it leaves out as empty.
@@ -80,6 +82,30 @@ impl Session {
         Session {
             snap,
             name: name.into(),
+            checked: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The devices replayed so far whose trace and final state disagree, or whose input
+    /// describes what no allocator does, with the counts (each device once, in index
+    /// order). Every front end says so once per device.
+    pub fn disagreements(&self) -> Vec<Consistency> {
+        let mut v: Vec<Consistency> = self
+            .checked
+            .lock()
+            .map(|c| c.iter().filter(|c| c.disagrees()).cloned().collect())
+            .unwrap_or_default();
+        v.sort_by_key(|c| c.device);
+        v
+    }
+
+    fn note(&self, runs: &[DeviceRun]) {
+        if let Ok(mut checked) = self.checked.lock() {
+            for r in runs {
+                if !checked.iter().any(|c| c.device == r.device()) {
+                    checked.push(Consistency::of(&r.view, &r.replay));
+                }
+            }
         }
     }
 
@@ -141,10 +167,12 @@ impl Session {
             .into_iter()
             .filter(|v| devices.contains(&v.device))
             .collect();
-        views
+        let runs: Vec<DeviceRun> = views
             .into_par_iter()
             .map(|v| DeviceRun::new(&self.snap, v, opts, &classes))
-            .collect()
+            .collect();
+        self.note(&runs);
+        runs
     }
 
     /// Cuts every run's windows; an error when `--within` matched on none of them.
@@ -172,6 +200,7 @@ impl Session {
             devices,
             unresolved: Vec::new(),
             idle_devices: idle,
+            disagreements: self.disagreements(),
         }
     }
 
@@ -270,7 +299,7 @@ impl Session {
         self.at_point(schema::SEGMENTS, opts, at, |r, p| {
             let state = match at {
                 At::End => AllocatorState::at_end(&r.view),
-                _ => AllocatorState::after(&r.view, p.event_index),
+                _ => AllocatorState::after(&r.view, &r.replay, p.event_index),
             };
             segments::segments(r.device(), p, &state)
         })
@@ -320,6 +349,7 @@ impl Session {
             summary,
             devices,
             idle_devices: sel.idle,
+            disagreements: self.disagreements(),
         })
     }
 }

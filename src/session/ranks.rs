@@ -15,7 +15,7 @@ use super::reports::schema;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
 use crate::load::LoadOptions;
 
-/// `leakscope ranks` (`leakscope.ranks/2`).
+/// `leakscope ranks` (`leakscope.ranks/3`).
 #[derive(Clone, Debug, Serialize)]
 pub struct RanksReport {
     /// Schema name.
@@ -36,7 +36,7 @@ fn row(f: &Found) -> RankRow {
         step: f.step.clone(),
         file: f.file.display().to_string(),
         device: None,
-        peak_bytes: 0,
+        peak_requested_bytes: 0,
         end_allocated_bytes: 0,
         growth_bytes_per_window: 0,
         top_suspect: None,
@@ -44,6 +44,7 @@ fn row(f: &Found) -> RankRow {
         windows: 0,
         verdicts: false,
         outlier: false,
+        disagrees: false,
         error: None,
     }
 }
@@ -75,11 +76,12 @@ fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
         .map(|r| {
             let mut out = row(f);
             out.device = Some(r.device());
-            out.peak_bytes = r.replay.peak().1;
-            out.end_allocated_bytes = r.view.held_bytes();
+            out.peak_requested_bytes = r.replay.peak().1;
+            out.end_allocated_bytes = r.view.allocated_bytes();
             let found = r.find_leaks();
             out.windows = found.windows.count;
             out.verdicts = found.windows.verdicts;
+            out.disagrees = crate::replay::Consistency::of(&r.view, &r.replay).disagrees();
             out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
             if let Some(top) = found.suspects.first() {
                 out.top_suspect = Some(top.site.clone());

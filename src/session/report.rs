@@ -60,8 +60,8 @@ impl Default for ReportOptions {
 pub struct Marker {
     /// Event index.
     pub event_index: u32,
-    /// Live bytes after it.
-    pub live_bytes: u64,
+    /// Requested bytes after it.
+    pub requested_bytes: u64,
     /// Reserved bytes after it.
     pub reserved_bytes: u64,
 }
@@ -166,6 +166,9 @@ pub struct ReportData {
     pub devices: Vec<DeviceReport>,
     /// Devices of the file with nothing recorded.
     pub idle_devices: Vec<i64>,
+    /// Devices whose trace and final state disagree (see `PerDevice::disagreements`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<crate::replay::Consistency>,
 }
 
 /// What the report shows of one device.
@@ -173,12 +176,14 @@ pub struct ReportData {
 pub struct DeviceReport {
     /// The device.
     pub device: i64,
-    /// Live and reserved bytes over the trace.
+    /// Requested and reserved bytes over the trace.
     pub timeline: Timeline,
-    /// The peak of live bytes (as `top --at peak` resolves it).
+    /// The peak of requested bytes (as `top --at peak` resolves it).
     pub peak: Point,
-    /// Reserved bytes at the peak's event.
+    /// The most bytes reserved at any point of the trace (`peak_reserved`).
     pub peak_reserved_bytes: u64,
+    /// Reserved bytes at the peak of requested bytes.
+    pub reserved_at_peak_bytes: u64,
     /// `oom` events.
     pub ooms: Vec<Marker>,
     /// Window boundaries.
@@ -230,12 +235,13 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
     let replay = &r.replay;
     let marker = |i: u32| Marker {
         event_index: i,
-        live_bytes: replay.live.get(i as usize).copied().unwrap_or(0),
+        requested_bytes: replay.requested.get(i as usize).copied().unwrap_or(0),
         reserved_bytes: replay.reserved.get(i as usize).copied().unwrap_or(0),
     };
-    let peak_reserved_bytes = peak
+    let reserved_at_peak_bytes = peak
         .event_index
         .map_or(replay.initial_reserved, |i| marker(i).reserved_bytes);
+    let peak_reserved_bytes = replay.peak_reserved();
     let ooms = replay.ooms.iter().map(|&i| marker(i)).collect();
     let top_peak = top::top(replay, peak.clone(), &mut r.attr, opts.top_rows);
     let top_end = top::top(replay, end, &mut r.attr, opts.top_rows);
@@ -248,6 +254,7 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
         timeline,
         peak,
         peak_reserved_bytes,
+        reserved_at_peak_bytes,
         ooms,
         windows: marks,
         sites,

@@ -58,6 +58,10 @@ pub struct PerDevice<T> {
     pub unresolved: Vec<Unresolved>,
     /// Devices of the file with nothing recorded.
     pub idle_devices: Vec<i64>,
+    /// Devices whose trace and final state disagree, or whose input describes what no
+    /// allocator does: what, counted (figures near it are approximate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<crate::replay::Consistency>,
 }
 
 impl<T> PerDevice<T> {
@@ -75,43 +79,43 @@ impl<T> PerDevice<T> {
     }
 }
 
-/// `leakscope leaks` (`leakscope.leaks/3`).
+/// `leakscope leaks` (`leakscope.leaks/4`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
 /// `leakscope windows` (`leakscope.windows/2`).
 pub type WindowsReport = PerDevice<Windows>;
-/// `leakscope top` (`leakscope.top/2`).
+/// `leakscope top` (`leakscope.top/3`).
 pub type TopReport = PerDevice<DeviceTop>;
-/// `leakscope tree` (`leakscope.tree/2`); its JSON is written by `render::json::tree`,
+/// `leakscope tree` (`leakscope.tree/3`); its JSON is written by `render::json::tree`,
 /// without recursion however deep the stacks.
 pub type TreeReport = PerDevice<DeviceTree>;
-/// `leakscope segments` (`leakscope.segments/2`).
+/// `leakscope segments` (`leakscope.segments/3`).
 pub type SegmentsReport = PerDevice<DeviceSegments>;
-/// `leakscope oom` (`leakscope.oom/2`): the devices with an `oom` event, or every
+/// `leakscope oom` (`leakscope.oom/3`): the devices with an `oom` event, or every
 /// selected device's end state when none has one.
 pub type OomReport = PerDevice<DeviceOom>;
 
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/3";
+    pub const LEAKS: &str = "leakscope.leaks/4";
     /// [`super::WindowsReport`].
     pub const WINDOWS: &str = "leakscope.windows/2";
     /// [`super::TopReport`].
-    pub const TOP: &str = "leakscope.top/2";
+    pub const TOP: &str = "leakscope.top/3";
     /// [`super::TreeReport`].
-    pub const TREE: &str = "leakscope.tree/2";
+    pub const TREE: &str = "leakscope.tree/3";
     /// [`super::SegmentsReport`].
-    pub const SEGMENTS: &str = "leakscope.segments/2";
+    pub const SEGMENTS: &str = "leakscope.segments/3";
     /// [`super::OomReport`].
-    pub const OOM: &str = "leakscope.oom/2";
+    pub const OOM: &str = "leakscope.oom/3";
     /// `session::compare::CompareReport`.
     pub const COMPARE: &str = "leakscope.compare/2";
     /// `session::check::CheckReport`.
-    pub const CHECK: &str = "leakscope.check/3";
+    pub const CHECK: &str = "leakscope.check/4";
     /// `session::ranks::RanksReport`.
-    pub const RANKS: &str = "leakscope.ranks/2";
+    pub const RANKS: &str = "leakscope.ranks/3";
     /// `session::report::ReportData`.
-    pub const REPORT: &str = "leakscope.report/3";
+    pub const REPORT: &str = "leakscope.report/4";
     /// `analysis::summary::Summary` (its shape did not change with devices).
     pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
 }

@@ -328,7 +328,7 @@ fn shortlist(
     let live_before = |f: &Family| -> u128 {
         f.starts
             .iter()
-            .map(|&s| replay.live_after(s.checked_sub(1)) as u128)
+            .map(|&s| replay.requested_after(s.checked_sub(1)) as u128)
             .sum::<u128>()
             / f.starts.len().max(1) as u128
     };

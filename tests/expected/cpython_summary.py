@@ -152,8 +152,9 @@ def summarise(obj, protocol):
             bump(d["blocks_by_state"], state)
             if state == "active_allocated":
                 d["allocated_bytes"] += size
-                d["requested_bytes"] += blk.get("requested_size", size)
             if isinstance(state, str) and state.startswith("active_"):
+                # requested, as torch's requested_bytes: until free_completed
+                d["requested_bytes"] += blk.get("requested_size", size)
                 d["active_blocks"] += 1
                 d["active_bytes"] += size
                 d["_block_addrs_active"].append(baddr)

@@ -286,14 +286,24 @@ fn impossible_histories_are_counted_and_reported() {
     for needle in ["already live", "time_us", "no earlier allocation"] {
         assert!(warned(&j, needle), "{needle}: {:#}", j["warnings"]);
     }
-    // The analyses still run on the rest: live bytes at the end are 50 + 70 + 30; the
-    // second free of 4096 is read as a block from before the trace (200 bytes live from
-    // the start until event 4).
+    // The analyses still run on the rest: live bytes at the end are 50 + 70 + 30. The
+    // second free of 4096 frees an allocation the trace did not show, and the address was
+    // held by the traced one until event 3: that allocation began after event 3 and ended
+    // at event 4, so it is never live after any event (an address holds one allocation
+    // at a time), and nothing is live before the first event.
     let snap = try_load(&bytes).unwrap();
     let dev = &snap.devices()[0];
     let rep = leakscope::replay::replay(dev);
-    assert_eq!(rep.live_after(Some(7)), 150);
-    assert_eq!(rep.initial_live, 200);
+    assert_eq!(rep.requested_after(Some(7)), 150);
+    assert_eq!(rep.initial_requested, 0);
+    assert_eq!(rep.requested_after(Some(0)), 100);
+    assert_eq!(
+        rep.requested_after(Some(1)),
+        200,
+        "the alloc at a live address ends the first"
+    );
+    assert_eq!(rep.requested_after(Some(3)), 0);
+    assert_eq!(rep.requested_after(Some(4)), 0);
     assert_eq!(rep.double_allocs, 1);
 }
 

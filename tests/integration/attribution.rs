@@ -59,7 +59,7 @@ fn top_matches_scenario_ground_truth() {
                     .or_else(|| t.get("requested_bytes_live"));
                 if let Some(live) = live {
                     assert_eq!(
-                        point.live_bytes,
+                        point.requested_bytes,
                         live.as_u64().unwrap(),
                         "{stem} at {name}: live bytes"
                     );
@@ -149,14 +149,14 @@ fn corpus_top_adds_up_and_replay_matches_segments() {
             let shown: u64 = report.rows.iter().map(|r| r.bytes).sum::<u64>() + report.rest.bytes;
             assert_eq!(shown, requested, "{rel} device {device}: rows + rest");
             assert_eq!(
-                report.at.live_bytes, requested,
+                report.at.requested_bytes, requested,
                 "{rel} device {device}: timeline end"
             );
             // At the peak (before the first event in some wrapped files) the groups add up
             // to the timeline's live bytes too.
             let r = &sess.top(&opts, At::Peak, 5).unwrap().devices[0];
             assert_eq!(
-                r.total_bytes, r.at.live_bytes,
+                r.total_bytes, r.at.requested_bytes,
                 "{rel} device {device}: peak"
             );
             if !ds["wrapped"].as_bool().unwrap() {

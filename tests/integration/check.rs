@@ -41,7 +41,7 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
         let (code, out, _) = check(&[&format!("scenarios/{file}.pickle")], BUDGET, &["--json"]);
         assert_eq!(code, 1, "{file}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["schema"], "leakscope.check/3");
+        assert_eq!(v["schema"], "leakscope.check/4");
         let c = &v["files"][0]["devices"][0]["cases"][0];
         assert_eq!(c["name"], "leaks.max_bytes_per_window");
         assert_eq!(c["passed"], false);
@@ -76,7 +76,7 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
 #[test]
 fn growth_limits_fail_where_the_trace_gives_no_verdicts() {
     let budget = "[leaks]\nmax_bytes_per_window = \"1 GiB\"\nforbidden_sites = [\"nowhere\"]\n\
-                  [memory]\npeak_allocated = \"100 GiB\"\n";
+                  [memory]\npeak_requested = \"100 GiB\"\n";
     let (code, out, _) = check(&["scenarios/plain_one_step.pickle"], budget, &["--json"]);
     assert_eq!(code, 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -87,7 +87,7 @@ fn growth_limits_fail_where_the_trace_gives_no_verdicts() {
         [
             "leaks.max_bytes_per_window",
             "leaks.forbidden_sites[nowhere]",
-            "memory.peak_allocated"
+            "memory.peak_requested"
         ]
     );
     for c in &cases[..2] {
@@ -206,7 +206,7 @@ fn junit_output_is_valid() {
 [leaks]
 max_bytes_per_window = "1 MiB"
 [memory]
-peak_allocated = "40 GiB"
+peak_requested = "40 GiB"
 "#;
     let (code, _, _) = check(
         &[
@@ -265,8 +265,8 @@ fn a_limit_that_cannot_be_read_is_an_error() {
     use leakscope::budget::{Budget, Tolerance};
     for (text, field) in [
         (
-            "[memory]\npeak_allocated = \"2 gallons\"\n",
-            "memory.peak_allocated",
+            "[memory]\npeak_requested = \"2 gallons\"\n",
+            "memory.peak_requested",
         ),
         (
             "[memory]\nend_reserved = \"1e30 GB\"\n",

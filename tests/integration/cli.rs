@@ -56,7 +56,7 @@ fn summary_table_and_json() {
     let out = leakscope(&["summary", "--json", f.to_str().unwrap()]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.summary/1");
+    assert_eq!(v["schema"], "leakscope.summary/2");
     for k in [
         "container",
         "pickle_protocol",
@@ -79,11 +79,14 @@ fn summary_table_and_json() {
         assert!(v["trace"].get(k).is_some(), "trace.{k}");
     }
     // Hand arithmetic on the fixture (fixtures/gen/tiny_encodings.py): device 0 holds an
-    // 8 MiB block (8 MiB - 512 requested) and a 4 MiB block (4 MiB - 100 requested);
-    // device 1 a 512-byte block (300 requested).
+    // 8 MiB block (8 MiB - 512 requested), a 4 MiB block (4 MiB - 100 requested) and a
+    // 3 MiB block pending its free (3 MiB requested); device 1 a 512-byte block (300
+    // requested). Allocated leaves the pending block out, active and requested keep it
+    // (as torch's memory_allocated, active_bytes and requested_bytes).
     let mib = 1u64 << 20;
     assert_eq!(v["totals"]["allocated_bytes"], 12 * mib + 512);
-    assert_eq!(v["totals"]["requested_bytes"], 12 * mib - 612 + 300);
+    assert_eq!(v["totals"]["active_bytes"], 15 * mib + 512);
+    assert_eq!(v["totals"]["requested_bytes"], 15 * mib - 612 + 300);
     assert_eq!(v["totals"]["reserved_bytes"], 42 * mib);
     assert_eq!(v["totals"]["devices"], 2);
     assert_eq!(v["totals"]["actions"]["alloc"], 4);
@@ -150,10 +153,10 @@ fn top_table_json_and_usage_errors() {
 
     let out = leakscope(&["top", f, "--at", "peak", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.top/2");
+    assert_eq!(v["schema"], "leakscope.top/3");
     assert_eq!(v["at"], "peak");
     let d = &v["devices"][0];
-    for k in ["kind", "event_index", "time_us", "live_bytes"] {
+    for k in ["kind", "event_index", "time_us", "requested_bytes"] {
         assert!(d["at"].get(k).is_some(), "at.{k}");
     }
     let row = &d["rows"][0];
@@ -170,7 +173,7 @@ fn top_table_json_and_usage_errors() {
         .map(|r| r["bytes"].as_u64().unwrap())
         .sum::<u64>()
         + d["rest"]["bytes"].as_u64().unwrap();
-    assert_eq!(sum, d["at"]["live_bytes"].as_u64().unwrap());
+    assert_eq!(sum, d["at"]["requested_bytes"].as_u64().unwrap());
 
     for (args, msg) in [
         (vec!["top", f, "--at", "middle"], "use end, peak, oom"),

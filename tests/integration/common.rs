@@ -317,3 +317,48 @@ pub fn device_of<'v>(
         .find(|d| d["device"] == device)
         .unwrap_or_else(|| panic!("{what}: no device {device}"))
 }
+
+/// Hand-written snapshots: events, blocks and segments as JSON (which leakscope reads like
+/// the pickle), each number chosen so a test can work out its result by hand.
+pub mod hand {
+    use serde_json::{Value, json};
+
+    pub const S: u64 = 0x7f00_0000_0000; // a segment's base address
+    pub const MIB: u64 = 1 << 20;
+
+    fn frames() -> Value {
+        json!([{"name": "step", "filename": "/work/train.py", "line": 12}])
+    }
+
+    pub fn event(action: &str, addr: u64, size: u64) -> Value {
+        json!({"action": action, "addr": addr, "size": size, "stream": 0, "frames": frames()})
+    }
+
+    pub fn block(address: u64, size: u64, requested: u64, state: &str) -> Value {
+        json!({"address": address, "size": size, "requested_size": requested, "state": state,
+               "frames": frames()})
+    }
+
+    pub fn segment(address: u64, total: u64, blocks: Vec<Value>) -> Value {
+        json!({"device": 0, "address": address, "total_size": total, "stream": 0,
+               "segment_type": if total <= 2 * MIB { "small" } else { "large" },
+               "is_expandable": false, "blocks": blocks})
+    }
+
+    /// Writes a snapshot (as JSON, which leakscope reads like the pickle) to a temporary file.
+    pub fn written(segments: Vec<Value>, trace: Vec<Value>) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hand.json");
+        let doc = json!({"segments": segments, "device_traces": [trace]});
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let p = path.to_str().unwrap().to_string();
+        (dir, p)
+    }
+
+    /// [`event`] with the stack `file:line:function` of its own.
+    pub fn event_at(action: &str, addr: u64, size: u64, line: u32) -> Value {
+        let mut e = event(action, addr, size);
+        e["frames"] = json!([{"name": "step", "filename": "/work/train.py", "line": line}]);
+        e
+    }
+}

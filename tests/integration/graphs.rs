@@ -132,7 +132,7 @@ fn tree_adds_up_to_the_truth() {
             assert_eq!(root.name, "all");
             assert_eq!(root.bytes, live, "{what}: root bytes");
             assert_eq!(r.total_bytes, live, "{what}: total");
-            assert_eq!(r.at.live_bytes, live, "{what}: point");
+            assert_eq!(r.at.requested_bytes, live, "{what}: point");
             assert_eq!(root.self_bytes, 0, "{what}: root self");
             let blocks: u64 = sites.values().map(|s| s.1).sum();
             assert_eq!(root.blocks, blocks, "{what}: root blocks");
@@ -162,7 +162,7 @@ fn tree_adds_up_to_the_truth() {
             assert!(out.status.success(), "{what}: top");
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(
-                v["devices"][0]["at"]["live_bytes"].as_u64(),
+                v["devices"][0]["at"]["requested_bytes"].as_u64(),
                 Some(root.bytes),
                 "{what}: top"
             );
@@ -182,7 +182,7 @@ fn tree_focus() {
     let r = report("pp_last_stage_recv_pinned", At::Peak, &filters);
     assert_eq!(r.total_bytes, 301_989_888);
     assert_eq!(r.total_blocks, 8);
-    assert_eq!(r.at.live_bytes, 2_797_887_488);
+    assert_eq!(r.at.requested_bytes, 2_797_887_488);
     check_sums(&r.tree, "focus");
     let leaves: Vec<_> = r
         .tree
@@ -357,7 +357,7 @@ fn odd_names_and_deep_stacks() {
     let out = leakscope(&["tree", "--json", p]);
     assert!(out.status.success());
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(json.starts_with("{\"schema\":\"leakscope.tree/2\""));
+    assert!(json.starts_with("{\"schema\":\"leakscope.tree/3\""));
     assert_eq!(json.matches("\"children\":[]").count(), 3, "three leaves");
     assert!(json.contains("\"total_bytes\":3584"));
 
@@ -399,7 +399,7 @@ fn cli_tree_and_flamegraph() {
     let out = leakscope(&["tree", "--json", "--at", "peak", &pp]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.tree/2");
+    assert_eq!(v["schema"], "leakscope.tree/3");
     assert_eq!(v["at"], "peak");
     let d = &v["devices"][0];
     assert_eq!(d["at"]["kind"], "peak");

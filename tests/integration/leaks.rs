@@ -27,6 +27,7 @@ fn kind(s: &str) -> Kind {
         "bounded" => Kind::Bounded,
         "sporadic" => Kind::Sporadic,
         "in-flight" => Kind::InFlight,
+        "late" => Kind::Late,
         other => panic!("no kind {other}"),
     }
 }
@@ -220,7 +221,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/3");
+    assert_eq!(v["schema"], "leakscope.leaks/4");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"
@@ -427,7 +428,10 @@ fn corpus_device(name: &str, r: &DeviceLeaks) {
         assert!(!r.windows.verdicts, "{name}: one pass, no verdicts");
         assert!(r.windows.reason.contains("frees most"), "{name}: why");
         let nv = r.no_verdicts.as_ref().expect("what holds memory instead");
-        assert!(!nv.at_peak.is_empty() && nv.peak.live_bytes > 0, "{name}");
+        assert!(
+            !nv.at_peak.is_empty() && nv.peak.requested_bytes > 0,
+            "{name}"
+        );
     }
 }
 
@@ -536,4 +540,51 @@ fn within_restricts_to_a_phase() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Growth seen only in the last window is not warm-up (warm-up happens at the start): it
+/// is too late to judge, and said so. Four windows of two events (`every:2`); line 10
+/// allocates and frees in each, line 20 allocates only in the last and keeps it.
+#[test]
+fn growth_only_in_the_last_window_is_too_late_to_judge() {
+    use crate::common::hand::*;
+    let mut trace = Vec::new();
+    for w in 0..3u64 {
+        trace.push(event_at("alloc", S + w * 4096, 1000, 10));
+        trace.push(event_at("free_completed", S + w * 4096, 1000, 10));
+    }
+    trace.push(event_at("alloc", S + 3 * 4096, 1000, 10));
+    trace.push(event_at("alloc", S + 8 * 4096, 5000, 20));
+    let (_d, f) = written(
+        vec![segment(
+            S,
+            2 * MIB,
+            vec![
+                block(S, 3 * 4096, 0, "inactive"),
+                block(S + 3 * 4096, 1024, 1000, "active_allocated"),
+                block(S + 3 * 4096 + 1024, 5 * 4096 - 1024, 0, "inactive"),
+                block(S + 8 * 4096, 5120, 5000, "active_allocated"),
+                block(
+                    S + 8 * 4096 + 5120,
+                    2 * MIB - 8 * 4096 - 5120,
+                    0,
+                    "inactive",
+                ),
+            ],
+        )],
+        trace,
+    );
+    let v = leakscope_json(&["leaks", &f, "--windows", "every:2"]);
+    let d = device_of(&v, 0, &f);
+    assert_eq!(d["windows"]["count"], 4);
+    let late = d["not_suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["site"]["line"] == 20)
+        .unwrap_or_else(|| panic!("{d:#}"));
+    assert_eq!(late["kind"], "late", "{late:#}");
+    assert_eq!(late["onset_window"], 3);
+    let (_, text, _) = run_cli(&["leaks", &f, "--windows", "every:2"]);
+    assert!(text.contains("too late to judge"), "{text}");
 }

@@ -15,6 +15,7 @@ mod leaks;
 mod memory;
 mod oom;
 mod ranks;
+mod replay;
 mod report;
 mod robustness;
 mod scan_ahead;

@@ -14,7 +14,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
     let dir = fixture("scenarios/verl_ranks");
     let truth = read_json(&dir.join("truth.json"));
     let v = ranks_json(&dir);
-    assert_eq!(v["schema"], "leakscope.ranks/2");
+    assert_eq!(v["schema"], "leakscope.ranks/3");
     let rows = v["ranks"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     assert_eq!(v["skipped_files"], 1, "truth.json is not a snapshot");
@@ -23,7 +23,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
             "rank",
             "step",
             "file",
-            "peak_bytes",
+            "peak_requested_bytes",
             "end_allocated_bytes",
             "growth_bytes_per_window",
             "top_suspect",

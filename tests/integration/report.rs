@@ -73,7 +73,7 @@ fn report_pages_are_offline_small_and_match_the_truth() {
             "{name}: the page forbids loads"
         );
         let data = embedded_data(&html);
-        assert_eq!(data["schema"], "leakscope.report/3");
+        assert_eq!(data["schema"], "leakscope.report/4");
         for (device, truth) in device_truths(&truth) {
             let d = device_of(&data, device, &name);
             check_device_page(&name, &html, d, &truth);
@@ -92,16 +92,16 @@ fn check_device_page(name: &str, html: &str, d: &serde_json::Value, truth: &serd
     let want = peak["live_requested_bytes"]
         .as_u64()
         .expect("truth peak bytes");
-    assert_eq!(d["peak"]["live_bytes"].as_u64(), Some(want), "{name}");
+    assert_eq!(d["peak"]["requested_bytes"].as_u64(), Some(want), "{name}");
     assert_eq!(d["peak"]["event_index"], peak["event_index"], "{name}");
     assert_eq!(
-        d["top_peak"]["at"]["live_bytes"].as_u64(),
+        d["top_peak"]["at"]["requested_bytes"].as_u64(),
         Some(want),
         "{name}"
     );
-    let live: Vec<u64> = d["timeline"]["live"]
+    let live: Vec<u64> = d["timeline"]["requested"]
         .as_array()
-        .expect("timeline.live")
+        .expect("timeline.requested")
         .iter()
         .map(|v| v.as_u64().expect("bytes"))
         .collect();
@@ -176,7 +176,7 @@ fn timeline_and_site_series_hold_the_replays_numbers() {
         let snap = load(&fixture(&format!("scenarios/{name}.pickle")));
         for dev in snap.devices() {
             let rep = leakscope::replay::replay(&dev);
-            if rep.live.is_empty() {
+            if rep.requested.is_empty() {
                 continue;
             }
             for buckets in [1usize, 7, 100, 100_000] {
@@ -187,20 +187,37 @@ fn timeline_and_site_series_hold_the_replays_numbers() {
                 );
                 assert!(t.events.windows(2).all(|w| w[0] < w[1]), "{name}: order");
                 for (k, &e) in t.events.iter().enumerate() {
-                    assert_eq!(t.live[k], rep.live[e as usize], "{name} event {e}");
+                    assert_eq!(
+                        t.requested[k], rep.requested[e as usize],
+                        "{name} event {e}"
+                    );
                     assert_eq!(t.reserved[k], rep.reserved[e as usize], "{name} event {e}");
                 }
-                assert_eq!(t.live.iter().max(), rep.live.iter().max(), "{name}");
-                assert_eq!(t.live.iter().min(), rep.live.iter().min(), "{name}");
+                assert_eq!(
+                    t.requested.iter().max(),
+                    rep.requested.iter().max(),
+                    "{name}"
+                );
+                assert_eq!(
+                    t.requested.iter().min(),
+                    rep.requested.iter().min(),
+                    "{name}"
+                );
                 assert_eq!(t.reserved.iter().max(), rep.reserved.iter().max(), "{name}");
-                assert_eq!(t.events.last().copied(), Some(rep.live.len() as u32 - 1));
+                assert_eq!(
+                    t.events.last().copied(),
+                    Some(rep.requested.len() as u32 - 1)
+                );
             }
             let mut attr = Attributor::new(&snap, GroupBy::Site, &FrameFilters::default());
             let s = site_series(&rep, &mut attr, 3, 50);
             assert!(s.sites.len() <= 3 && !s.events.is_empty(), "{name}");
             for (j, &e) in s.events.iter().enumerate() {
                 let sum: u64 = s.sites.iter().map(|x| x.bytes[j]).sum::<u64>() + s.other[j];
-                assert_eq!(sum, rep.live[e as usize], "{name}: sample {j} (event {e})");
+                assert_eq!(
+                    sum, rep.requested[e as usize],
+                    "{name}: sample {j} (event {e})"
+                );
             }
             // Ranked by bytes at the peak, largest first.
             assert!(
@@ -346,7 +363,7 @@ fn reports_open_in_headless_chromium_without_errors() {
                 "{name} device {device}"
             );
             let t = device_of(&top, device, &name);
-            assert_eq!(t["at"]["live_bytes"].as_u64(), Some(want), "{name}");
+            assert_eq!(t["at"]["requested_bytes"].as_u64(), Some(want), "{name}");
             // Key numbers as the reader sees them.
             assert!(
                 dom.contains(&leakscope::render::count(want)),
@@ -432,7 +449,7 @@ fn corpus_reports_open_in_headless_chromium() {
                 f.to_str().unwrap(),
             ]);
             let at = &top["devices"][0]["at"];
-            let peak = at["live_bytes"].as_u64().unwrap();
+            let peak = at["requested_bytes"].as_u64().unwrap();
             // The page's own maximum equals `top --at peak` unless the peak is the state
             // before the first event (then no event reaches it).
             if at["event_index"].is_u64() {

@@ -181,7 +181,7 @@ fn one_iteration_gives_no_verdicts_but_what_holds_memory() {
     let nv = &d["no_verdicts"];
     assert_eq!(nv["peak"]["event_index"], truth["peak"]["event_index"]);
     assert_eq!(
-        nv["peak"]["live_bytes"],
+        nv["peak"]["requested_bytes"],
         truth["peak"]["live_requested_bytes"]
     );
     for (at, key) in [("at_peak", "peak"), ("at_end", "end")] {
