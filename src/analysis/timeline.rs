@@ -17,6 +17,11 @@ pub struct Timeline {
     pub requested: Vec<u64>,
     /// Reserved bytes after each of those events.
     pub reserved: Vec<u64>,
+    /// Requested bytes before the first event (the only point of a device without trace
+    /// events).
+    pub initial_requested: u64,
+    /// Reserved bytes before the first event.
+    pub initial_reserved: u64,
     /// Events in the whole trace.
     pub total_events: u32,
     /// Buckets the trace was cut into (each gives up to four points).
@@ -29,6 +34,8 @@ pub struct Timeline {
 pub fn timeline(replay: &Replay, max_buckets: usize) -> Timeline {
     let n = replay.requested.len();
     let mut t = Timeline {
+        initial_requested: replay.initial_requested,
+        initial_reserved: replay.initial_reserved,
         total_events: n as u32,
         ..Default::default()
     };

@@ -271,41 +271,60 @@ fn inconsistent_input_is_counted_and_warned_once() {
     }
 }
 
-/// `report`'s peak reserved is the most reserved at any point (the reserved timeline's
-/// maximum), on every real file.
+/// `report`'s peak reserved is the most reserved at any point: the reserved timeline's
+/// maximum (with the point before the first event), on every real file and device; a
+/// device without trace events has only that point, its final reserved bytes.
 #[test]
 fn report_peak_reserved_is_the_timelines_maximum() {
     let Some(corpus) = corpus("report_peak_reserved_is_the_timelines_maximum") else {
         return;
     };
     let expected = read_json(&root().join("tests/expected/corpus_replay_points.json"));
-    let mut checked = 0;
-    for (key, per_device) in expected.as_object().unwrap() {
-        let path = corpus.join(key.strip_prefix("real/").unwrap());
+    let summaries = read_json(&root().join("tests/expected/corpus_summary.json"));
+    let (mut checked, mut traceless) = (0, 0);
+    for (key, summary) in summaries.as_object().unwrap() {
+        let Some(name) = key.strip_prefix("real/") else {
+            continue;
+        };
+        let path = corpus.join(name);
         let v = leakscope_json(&["report", path.to_str().unwrap()]);
         for d in v["devices"].as_array().unwrap() {
             let dev = d["device"].to_string();
-            let Some(points) = per_device[&dev].as_array() else {
-                continue;
-            };
-            // The bookkeeping's most reserved over its points bounds the peak from below;
-            // the timeline (every bucket's extremes) gives it exactly.
-            let timeline_max = d["timeline"]["reserved"]
+            let t = &d["timeline"];
+            // The timeline keeps every bucket's extremes, so its maximum is the series'.
+            let timeline_max = t["reserved"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .filter_map(Value::as_u64)
+                .chain(t["initial_reserved"].as_u64())
                 .max()
                 .unwrap();
-            let sampled_max = points.iter().filter_map(|p| p[1].as_u64()).max().unwrap();
             assert_eq!(
                 d["peak_reserved_bytes"].as_u64(),
                 Some(timeline_max),
                 "{key} {dev}"
             );
-            assert!(timeline_max >= sampled_max, "{key} {dev}");
+            // The bookkeeping's most reserved over its points bounds it from below.
+            match expected[key][&dev].as_array() {
+                Some(points) => {
+                    let sampled = points.iter().filter_map(|p| p[1].as_u64()).max().unwrap();
+                    assert!(timeline_max >= sampled, "{key} {dev}");
+                }
+                None => {
+                    // No trace: the final state is every point.
+                    let reserved = summary["devices"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|s| s["device"].to_string() == dev)
+                        .and_then(|s| s["reserved_bytes"].as_u64());
+                    assert_eq!(Some(timeline_max), reserved, "{key} {dev}");
+                    traceless += 1;
+                }
+            }
             checked += 1;
         }
     }
-    assert!(checked >= 15, "{checked}");
+    assert!(checked >= 18 && traceless >= 2, "{checked} {traceless}");
 }
