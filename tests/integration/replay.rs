@@ -317,7 +317,7 @@ fn report_peak_reserved_is_the_timelines_maximum() {
                         .as_array()
                         .unwrap()
                         .iter()
-                        .find(|s| s["device"].to_string() == dev)
+                        .find(|s| s["device"] == d["device"])
                         .and_then(|s| s["reserved_bytes"].as_u64());
                     assert_eq!(Some(timeline_max), reserved, "{key} {dev}");
                     traceless += 1;
