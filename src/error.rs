@@ -78,6 +78,15 @@ pub enum LoadErrorKind {
         /// The limit.
         limit: u64,
     },
+    /// An error in the decompressed data of a compressed file (its offsets count
+    /// decompressed bytes).
+    #[error("{inner} (in the {format}-decompressed data)")]
+    InDecompressed {
+        /// gzip or zstd.
+        format: &'static str,
+        /// The error.
+        inner: Box<LoadErrorKind>,
+    },
     /// Compressed stream is corrupt.
     #[error("cannot decompress {format} data: {message}")]
     Decompress {
@@ -94,8 +103,7 @@ pub enum LoadErrorKind {
 pub struct LoadError {
     /// The file, when known.
     pub path: Option<PathBuf>,
-    /// What went wrong.
-    #[source]
+    /// What went wrong (part of the message, so not repeated as a source).
     pub kind: LoadErrorKind,
 }
 

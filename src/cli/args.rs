@@ -303,8 +303,9 @@ fn share(s: &str) -> Result<f64, String> {
 
 #[derive(clap::Args)]
 pub struct LoadArgs {
-    /// Largest decompressed size accepted for .gz/.zst input, in bytes
-    #[arg(long, default_value_t = 16 << 30)]
+    /// Largest decompressed size accepted for .gz/.zst input, in bytes (by default the
+    /// smaller of 16 GiB and half this machine's memory)
+    #[arg(long, default_value_t = leakscope::load::default_max_decompressed_bytes())]
     pub max_decompressed_bytes: u64,
 }
 

@@ -19,15 +19,30 @@ fn main_thread_schedstat() -> String {
     )
 }
 
-/// With `LEAKSCOPE_TIMINGS=1`, prints the load and total times on standard error.
+/// The process's peak resident memory (`VmHWM`, Linux), for the timings line. Unlike
+/// `getrusage`, it counts this program's memory only, not its parent's before `exec`.
+fn peak_rss() -> String {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return String::new();
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .map(|kib| format!(", peak RSS {kib} KiB"))
+        .unwrap_or_default()
+}
+
+/// With `LEAKSCOPE_TIMINGS=1`, prints the load and total times (and the peak resident
+/// memory) on standard error.
 pub fn timings(started: std::time::Instant) {
     if std::env::var_os("LEAKSCOPE_TIMINGS").is_some_and(|v| v == "1") {
         let load = LOAD_SECONDS.lock().map(|s| *s).unwrap_or(0.0);
         let total = started.elapsed().as_secs_f64();
         eprintln!(
-            "leakscope timings: load {load:.3} s, analysis and output {:.3} s, total {total:.3} s{}",
+            "leakscope timings: load {load:.3} s, analysis and output {:.3} s, total {total:.3} s{}{}",
             total - load,
-            main_thread_schedstat()
+            main_thread_schedstat(),
+            peak_rss()
         );
     }
 }

@@ -9,6 +9,7 @@ mod build;
 pub mod cache;
 mod fields;
 mod handle;
+mod inflate;
 mod json;
 mod memo;
 mod pickle;
@@ -17,8 +18,9 @@ mod scan_ahead;
 mod stacks;
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
+
+pub use inflate::default_max_decompressed_bytes;
 
 use crate::error::{LoadError, LoadErrorKind};
 use crate::model::{Snapshot, SourceFormat};
@@ -33,7 +35,8 @@ use crate::model::{Snapshot, SourceFormat};
 #[non_exhaustive]
 pub struct LoadOptions<'p> {
     /// Largest decompressed size accepted for `.gz` / `.zst` input (a guard against
-    /// decompression bombs).
+    /// decompression bombs). Default: [`default_max_decompressed_bytes`], the smaller of
+    /// 16 GiB and half the machine's physical memory.
     pub max_decompressed_bytes: u64,
     /// Called with `(bytes done, bytes total)` while parsing large inputs.
     pub progress: Option<&'p mut dyn FnMut(u64, u64)>,
@@ -46,7 +49,7 @@ pub struct LoadOptions<'p> {
 impl Default for LoadOptions<'_> {
     fn default() -> Self {
         LoadOptions {
-            max_decompressed_bytes: 16 << 30,
+            max_decompressed_bytes: default_max_decompressed_bytes(),
             progress: None,
             threads: true,
         }
@@ -118,6 +121,10 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
     let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Sequential);
+    if matches!(sniff(&map), Some(Container::Gzip | Container::Zstd)) {
+        // The compressed input is small next to what it holds: no pager for it.
+        return load_bytes_with(&map, opts, &mut |_, _| {});
+    }
     let released = Released::default();
     if !opts.threads {
         // One core only: give back pages already parsed from the parsing thread itself.
@@ -268,22 +275,114 @@ fn load_bytes_with(
 ) -> Result<Snapshot, LoadErrorKind> {
     let kind = sniff(data).ok_or_else(|| LoadErrorKind::UnknownFormat(describe_start(data)))?;
     match kind {
-        Container::Gzip | Container::Zstd => {
-            let (name, inner) = decompress(data, kind, opts.max_decompressed_bytes)?;
-            let inner_kind = sniff(&inner)
-                .filter(|k| !matches!(k, Container::Gzip | Container::Zstd))
-                .ok_or_else(|| {
-                    LoadErrorKind::UnknownFormat(format!(
-                        "{name} data holding {}",
-                        describe_start(&inner)
-                    ))
-                })?;
-            let mut snap = decode(&inner, inner_kind, &mut opts, &mut |_, _| {})?;
-            snap.format.compression = name.to_string();
-            Ok(snap)
-        }
+        Container::Gzip => decode_compressed(data, inflate::Codec::Gzip, &mut opts),
+        Container::Zstd => decode_compressed(data, inflate::Codec::Zstd, &mut opts),
         k => decode(data, k, &mut opts, release),
     }
+}
+
+/// Decompresses on a second thread while the parse follows (see [`inflate`]). A pickle
+/// is parsed as it arrives, so an invalid byte stops both at once; JSON and the cache
+/// are decoded once the whole input is there.
+fn decode_compressed(
+    data: &[u8],
+    codec: inflate::Codec,
+    opts: &mut LoadOptions,
+) -> Result<Snapshot, LoadErrorKind> {
+    let limit = opts.max_decompressed_bytes;
+    let declared = codec.declared_size(data);
+    if declared.is_some_and(|n| n > limit) {
+        return Err(LoadErrorKind::TooLarge { limit });
+    }
+    // Sizes the parser's tables; snapshots compress about tenfold.
+    let expected = declared.unwrap_or(data.len() as u64 * 10).min(limit) as usize;
+    let inflated = inflate::Inflated::new(limit)?;
+    let (parsed, filled) = std::thread::scope(|scope| {
+        let decoder = std::thread::Builder::new()
+            .name("leakscope-inflate".into())
+            .spawn_scoped(scope, || inflated.fill(codec, data));
+        let parsed = match &decoder {
+            Ok(_) => decode_following(&inflated, codec, expected, opts),
+            Err(e) => Err(LoadErrorKind::Io(std::io::Error::new(
+                e.kind(),
+                e.to_string(),
+            ))),
+        };
+        if parsed.is_ok() {
+            inflated.settle();
+        } else {
+            inflated.stop();
+        }
+        let filled = match decoder {
+            Ok(h) => h.join().unwrap_or_else(|_| {
+                Err(LoadErrorKind::Decompress {
+                    format: codec.name(),
+                    message: "the decoder failed".into(),
+                })
+            }),
+            Err(_) => Ok(None),
+        };
+        (parsed, filled)
+    });
+    let in_decompressed = |e| LoadErrorKind::InDecompressed {
+        format: codec.name(),
+        inner: Box::new(e),
+    };
+    match (parsed, filled) {
+        // A byte the parser refused came before any point where decoding failed.
+        (
+            Err(
+                e @ (LoadErrorKind::Malformed { .. }
+                | LoadErrorKind::BadOpcode { .. }
+                | LoadErrorKind::Forbidden { .. }),
+            ),
+            _,
+        ) => Err(in_decompressed(e)),
+        // Otherwise a failed decoder explains the rest: the parse ran out of input, or
+        // what it read fails the stream's checksum.
+        (_, Err(e)) => Err(e),
+        (Err(e @ LoadErrorKind::Truncated { .. }), Ok(_)) => Err(in_decompressed(e)),
+        (Err(e), Ok(_)) => Err(e),
+        (Ok(mut snap), Ok(_)) => {
+            snap.format.compression = codec.name().to_string();
+            Ok(snap)
+        }
+    }
+}
+
+fn decode_following(
+    inflated: &inflate::Inflated,
+    codec: inflate::Codec,
+    expected: usize,
+    opts: &mut LoadOptions,
+) -> Result<Snapshot, LoadErrorKind> {
+    let head = inflated.wait_for(16);
+    let kind = sniff(head)
+        .filter(|k| !matches!(k, Container::Gzip | Container::Zstd))
+        .ok_or_else(|| {
+            LoadErrorKind::UnknownFormat(format!(
+                "{} data holding {}",
+                codec.name(),
+                describe_start(head)
+            ))
+        })?;
+    if kind != Container::Pickle {
+        let all = inflated.wait_for(usize::MAX);
+        return decode(all, kind, opts, &mut |_, _| {});
+    }
+    let machine = pickle::Machine::following(inflated, expected);
+    let (mut snap, end) = decode_pickle(machine, expected, opts, &mut |_, _| {})?;
+    // What follows STOP is decompressed up to LEAD further, no more.
+    inflated.settle();
+    if inflated.finished() {
+        warn_trailing(&mut snap, inflated.prefix().len(), end);
+    } else {
+        snap.warnings.push(format!(
+            "more than {} MiB follow the pickle's STOP; they were not decompressed",
+            inflate::LEAD >> 20
+        ));
+    }
+    Ok(snap)
 }
 
 fn decode(
@@ -296,40 +395,9 @@ fn decode(
     let mut snap = match kind {
         Container::Cache => cache::decode(data)?,
         Container::Pickle => {
-            let mut machine = pickle::Machine::new(data);
-            let mut builder = build::Builder::new(data.len(), opts.threads);
-            let mut progress = |done: usize, regions: &[prefault::Region]| {
-                if let Some(p) = opts.progress.as_mut() {
-                    p(done as u64, total);
-                }
-                release(done, regions);
-            };
-            let top = machine.run(&mut builder, &mut progress)?;
-            let stats = machine.stats.clone();
-            let mut snap = builder.finish(&mut machine.heap, top)?;
-            if opts.threads {
-                // Freeing the parser's dict slots one by one takes 2 ms on a 500 MB file and
-                // nothing waits for it, so a thread of its own does it.
-                let dicts = std::mem::take(&mut machine.heap.dicts);
-                let _ = std::thread::Builder::new()
-                    .name("leakscope-free".into())
-                    .spawn(move || drop(dicts));
-            }
-            let cpp = stats.protocol == Some(2)
-                && stats.memoize_ops == 0
-                && (stats.long1_padded > 0 || stats.empty_batches > 0);
-            snap.format = SourceFormat {
-                container: "pickle".into(),
-                pickle_protocol: stats.protocol,
-                pickle_style: Some(if cpp { "torch-cpp" } else { "cpython" }.into()),
-                compression: "none".into(),
-            };
-            let trailing = total - stats.end;
-            if trailing > 0 {
-                snap.warnings.push(format!(
-                    "{trailing} bytes after the pickle's STOP were ignored (HTML-embedded snapshots carry NUL padding)"
-                ));
-            }
+            let (mut snap, end) =
+                decode_pickle(pickle::Machine::new(data), data.len(), opts, release)?;
+            warn_trailing(&mut snap, data.len(), end);
             snap
         }
         Container::Json => {
@@ -360,35 +428,52 @@ fn decode(
     Ok(snap)
 }
 
-fn decompress(
-    data: &[u8],
-    kind: Container,
-    limit: u64,
-) -> Result<(&'static str, Vec<u8>), LoadErrorKind> {
-    let (name, reader): (&'static str, Box<dyn Read + '_>) = match kind {
-        Container::Gzip => ("gzip", Box::new(flate2::read::MultiGzDecoder::new(data))),
-        _ => (
-            "zstd",
-            Box::new(ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| {
-                LoadErrorKind::Decompress {
-                    format: "zstd",
-                    message: e.to_string(),
-                }
-            })?),
-        ),
+/// Runs `machine` to STOP into a snapshot and the offset after STOP; `total` is the
+/// input's length (expected length, for input still arriving), for progress.
+fn decode_pickle<'a>(
+    mut machine: pickle::Machine<'a>,
+    total: usize,
+    opts: &mut LoadOptions,
+    release: &mut dyn FnMut(usize, &[prefault::Region]),
+) -> Result<(Snapshot, usize), LoadErrorKind> {
+    let total = total as u64;
+    let mut builder = build::Builder::new(total as usize, opts.threads);
+    let mut progress = |done: usize, regions: &[prefault::Region]| {
+        if let Some(p) = opts.progress.as_mut() {
+            p((done as u64).min(total), total);
+        }
+        release(done, regions);
     };
-    let mut out = Vec::with_capacity((data.len() * 4).min(limit as usize));
-    let n = reader
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| LoadErrorKind::Decompress {
-            format: name,
-            message: e.to_string(),
-        })?;
-    if n as u64 > limit {
-        return Err(LoadErrorKind::TooLarge { limit });
+    let top = machine.run(&mut builder, &mut progress)?;
+    let stats = machine.stats.clone();
+    let mut snap = builder.finish(&mut machine.heap, top)?;
+    if opts.threads {
+        // Freeing the parser's dict slots one by one takes 2 ms on a 500 MB file and
+        // nothing waits for it, so a thread of its own does it.
+        let dicts = std::mem::take(&mut machine.heap.dicts);
+        let _ = std::thread::Builder::new()
+            .name("leakscope-free".into())
+            .spawn(move || drop(dicts));
     }
-    Ok((name, out))
+    let cpp = stats.protocol == Some(2)
+        && stats.memoize_ops == 0
+        && (stats.long1_padded > 0 || stats.empty_batches > 0);
+    snap.format = SourceFormat {
+        container: "pickle".into(),
+        pickle_protocol: stats.protocol,
+        pickle_style: Some(if cpp { "torch-cpp" } else { "cpython" }.into()),
+        compression: "none".into(),
+    };
+    Ok((snap, stats.end as usize))
+}
+
+fn warn_trailing(snap: &mut Snapshot, total: usize, end: usize) {
+    let trailing = total.saturating_sub(end);
+    if trailing > 0 {
+        snap.warnings.push(format!(
+            "{trailing} bytes after the pickle's STOP were ignored (HTML-embedded snapshots carry NUL padding)"
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -283,6 +283,8 @@ pub(crate) struct Machine<'a> {
     /// memo entries they refer to are unchanged, so a PUT that overwrites one clears it,
     /// like `key_fields`.
     list_bodies: super::bodies::ListBodies,
+    /// Decompressed input still being written: `data` is what is published of it so far.
+    source: Option<&'a super::inflate::Inflated>,
 }
 
 type R<T> = Result<T, LoadErrorKind>;
@@ -309,7 +311,19 @@ fn opcode_name(op: u8) -> Option<&'static str> {
 }
 
 impl<'a> Machine<'a> {
+    /// A machine over decompressed input still being written, expecting about
+    /// `expected` bytes (sizes the memo).
+    pub fn following(source: &'a super::inflate::Inflated, expected: usize) -> Self {
+        let mut m = Machine::with_memo(source.wait_for(1), expected);
+        m.source = Some(source);
+        m
+    }
+
     pub fn new(data: &'a [u8]) -> Self {
+        Machine::with_memo(data, data.len())
+    }
+
+    fn with_memo(data: &'a [u8], expected: usize) -> Self {
         Machine {
             data,
             pos: 0,
@@ -321,7 +335,7 @@ impl<'a> Machine<'a> {
                 // doubling copied it into fresh pages each time (half the load's page
                 // faults, measured); address space reserved up front is only backed by
                 // memory where it is written.
-                memo: super::memo::Memo::with_capacity((data.len() / 32).min(1 << 28)),
+                memo: super::memo::Memo::with_capacity((expected / 32).min(1 << 28)),
                 ..Heap::default()
             },
             stats: Stats::default(),
@@ -329,7 +343,21 @@ impl<'a> Machine<'a> {
             event: PendingEvent::default(),
             key_fields: Vec::new(),
             list_bodies: Default::default(),
+            source: None,
         }
+    }
+
+    /// Waits for input up to `end` when it is still being decompressed; whether it is
+    /// there now. Input that is all there already never has more.
+    #[cold]
+    fn more(&mut self, end: usize) -> bool {
+        let Some(src) = self.source else {
+            return false;
+        };
+        let data = src.wait_for(end);
+        self.data = data;
+        self.heap.data = data;
+        data.len() >= end
     }
 
     /// The trace under the innermost MARK, when the list there is one, after appending
@@ -354,7 +382,13 @@ impl<'a> Machine<'a> {
 
     #[inline]
     fn take(&mut self, n: usize, what: &'static str) -> R<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+        let mut end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
+        if end.is_none()
+            && let Some(e) = self.pos.checked_add(n)
+            && self.more(e)
+        {
+            end = Some(e);
+        }
         match end {
             Some(end) => {
                 let s = &self.data[self.pos..end];
@@ -387,8 +421,13 @@ impl<'a> Machine<'a> {
     }
 
     fn line(&mut self, what: &'static str) -> R<&'a [u8]> {
-        let rest = &self.data[self.pos..];
-        match rest.iter().position(|&c| c == b'\n') {
+        let mut rest = &self.data[self.pos..];
+        let mut newline = rest.iter().position(|&c| c == b'\n');
+        while newline.is_none() && self.more(self.data.len() + 1) {
+            rest = &self.data[self.pos..];
+            newline = rest.iter().position(|&c| c == b'\n');
+        }
+        match newline {
             Some(n) => {
                 let l = &rest[..n];
                 self.pos += n + 1;
@@ -572,7 +611,10 @@ impl<'a> Machine<'a> {
         progress: &mut dyn FnMut(usize, &[super::prefault::Region]),
     ) -> R<Value> {
         const STEP: usize = 4 << 20;
-        let data = self.data;
+        // Past each report the input is made available a step ahead (and the fast paths'
+        // look-ahead beyond), so they rarely meet its end in the middle of the stream.
+        const AHEAD: usize = STEP + (1 << 20);
+        let mut data = self.data;
         let mut next_report = STEP;
         let mut pos = self.pos;
         let mut regions = Vec::new();
@@ -583,8 +625,16 @@ impl<'a> Machine<'a> {
                 absorb.regions(&mut regions);
                 progress(pos, &regions);
                 next_report = pos + STEP;
+                if self.source.is_some() {
+                    self.more(pos + AHEAD);
+                    data = self.data;
+                }
             }
             let Some(&op) = data.get(pos) else {
+                if self.more(pos + 1) {
+                    data = self.data;
+                    continue;
+                }
                 self.pos = pos;
                 return Err(LoadErrorKind::Truncated {
                     offset: data.len() as u64,
@@ -725,6 +775,7 @@ impl<'a> Machine<'a> {
                         return Ok(top);
                     }
                     pos = self.pos;
+                    data = self.data;
                 }
             }
         }

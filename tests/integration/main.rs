@@ -5,6 +5,7 @@ mod attribution;
 mod check;
 mod cli;
 mod common;
+mod compressed;
 mod corpus;
 mod devices;
 mod encodings;
