@@ -20,6 +20,11 @@
 #                   counted with one extra CPython load)
 #   BENCH_SCAN      0 to skip the decode-only opcode scan (benches/scan/decode_scan.rs, built
 #                   with rustc -O), the one-core ceiling for any loader
+#   BENCH_COMPRESSED 0 to skip the compressed input: FILE compressed with `gzip -6` and
+#                   `zstd -3` (kept beside it, remade when older than FILE), `summary` on
+#                   each next to the plain file, the decoders alone (`gzip -dc`, `zstd -dc`),
+#                   and two decompression bombs (a pickle header, then 2 GiB of zeros as
+#                   zstd and 4 GiB as gzip: leakscope must exit 2)
 #   LEAKSCOPE_BIN   binary to time instead of building target/release/leakscope
 #   TIME_BIN        GNU time, default /usr/bin/time
 set -euo pipefail
@@ -104,6 +109,7 @@ has_subcommand() { grep -qxF -- "$1" <<<"$SUBCOMMANDS"; }
 
 # ---- measuring ---------------------------------------------------------------------------
 # measure RUNS CMD... : sets M_WALL, M_RSS (KiB), M_RUNS, M_OK. stdout goes to /dev/null.
+# EXPECT_RC (default 0) is the exit status a run must have.
 measure() {
     local runs=$1 i rc w r
     shift
@@ -111,7 +117,7 @@ measure() {
     for ((i = 1; i <= runs; i++)); do
         rc=0
         "$TIME_BIN" -f '%e %M' -o "$TMP/time" "$@" >/dev/null 2>"$TMP/err" || rc=$?
-        if ((rc != 0)); then
+        if ((rc != ${EXPECT_RC:-0})); then
             log "  failed (exit $rc): $*"
             tail -n 5 "$TMP/err" | sed 's/^/    /' >&2
             M_OK=0
@@ -176,6 +182,40 @@ for cmd in "${LEAKSCOPE_CMDS[@]}"; do
         add_row "leakscope $cmd" "failed" "" 0
     fi
 done
+
+# ---- compressed input -------------------------------------------------------------------
+if [[ "${BENCH_COMPRESSED:-1}" == 1 ]] && command -v gzip >/dev/null && command -v zstd >/dev/null; then
+    for z in "gz:gzip -6 -c" "zst:zstd -q -3 -c"; do
+        ext=${z%%:*} tool=${z#*:}
+        if [[ ! -f "$FILE.$ext" || "$FILE.$ext" -ot "$FILE" ]]; then
+            log "compressing $FILE with $tool..."
+            $tool "$FILE" >"$FILE.$ext"
+        fi
+        cat "$FILE.$ext" >/dev/null
+    done
+    for z in "gz:gzip" "zst:zstd"; do
+        ext=${z%%:*} tool=${z#*:}
+        log "$tool -dc (the decoder alone)..."
+        measure "$RUNS" sh -c "$tool -dc \"\$1\" >/dev/null" sh "$FILE.$ext"
+        ((M_OK)) && add_row "$tool -dc FILE.$ext (the decoder alone)" "$M_WALL" "$M_RSS" "$M_RUNS"
+        log "leakscope summary FILE.$ext..."
+        measure "$RUNS" "$BIN" summary "$FILE.$ext"
+        ((M_OK)) && add_row "leakscope summary FILE.$ext" "$M_WALL" "$M_RSS" "$M_RUNS"
+    done
+    # Bombs: a pickle header (PROTO 4, an empty FRAME), then zeros; refused at byte 11.
+    BOMB_HEAD='\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00'
+    if [[ ! -f "$OUTDIR/bomb.zst" ]]; then
+        { printf "$BOMB_HEAD"; head -c $((2 << 30)) /dev/zero; } | zstd -q -3 -c >"$OUTDIR/bomb.zst"
+    fi
+    if [[ ! -f "$OUTDIR/bomb.gz" ]]; then
+        { printf "$BOMB_HEAD"; head -c $((4 << 30)) /dev/zero; } | gzip -6 -c >"$OUTDIR/bomb.gz"
+    fi
+    for b in bomb.zst bomb.gz; do
+        log "leakscope summary $b (must exit 2)..."
+        EXPECT_RC=2 measure "$RUNS" "$BIN" summary "$OUTDIR/$b"
+        ((M_OK)) && add_row "leakscope summary $b ($(stat -c %s "$OUTDIR/$b") bytes; exit 2)" "$M_WALL" "$M_RSS" "$M_RUNS"
+    done
+fi
 
 # ---- header and table --------------------------------------------------------------------
 EVENTS=${BENCH_EVENTS:-$(meta_get "$FILE" events)}
