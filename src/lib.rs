@@ -36,6 +36,8 @@
 pub mod analysis;
 pub mod attribute;
 pub mod budget;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod convert;
 pub mod error;
 pub mod load;

@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
+use crate::analysis::At;
+use crate::attribute::{FrameFilters, GroupBy};
+use crate::session::{DeviceSelection, Options};
+use crate::windows::{WindowSpec, Within};
 use clap::{Parser, Subcommand};
-use leakscope::analysis::At;
-use leakscope::attribute::{FrameFilters, GroupBy};
-use leakscope::session::{DeviceSelection, Options};
-use leakscope::windows::{WindowSpec, Within};
 use regex::Regex;
 
 /// Reads PyTorch CUDA / torch_npu memory snapshots and says what holds GPU memory.
@@ -202,7 +202,7 @@ pub struct TreeCmd {
     #[command(flatten)]
     pub at: AtPoint,
     /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
-    #[arg(long, default_value_t = leakscope::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
+    #[arg(long, default_value_t = crate::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
     pub min_share: f64,
     /// Print JSON (schema leakscope.tree/3)
     #[arg(long)]
@@ -305,7 +305,7 @@ fn share(s: &str) -> Result<f64, String> {
 pub struct LoadArgs {
     /// Largest decompressed size accepted for .gz/.zst input, in bytes (by default the
     /// smaller of 16 GiB and half this machine's memory)
-    #[arg(long, default_value_t = leakscope::load::default_max_decompressed_bytes())]
+    #[arg(long, default_value_t = crate::load::default_max_decompressed_bytes())]
     pub max_decompressed_bytes: u64,
 }
 

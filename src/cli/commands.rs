@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::budget::{Baseline, Budget};
+use crate::render::{self, Style};
+use crate::session::{self, CheckReport, Options, ReportOptions};
 use anyhow::Context;
-use leakscope::budget::{Baseline, Budget};
-use leakscope::render::{self, Style};
-use leakscope::session::{self, CheckReport, Options, ReportOptions};
 
 use super::args::*;
 use super::exit::{OverBudget, Usage};
@@ -227,11 +227,11 @@ impl ConvertCmd {
             let f = std::fs::File::create(out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let mut w = std::io::BufWriter::new(f);
-            leakscope::convert::write_json(s.snapshot(), &mut w)?;
+            crate::convert::write_json(s.snapshot(), &mut w)?;
             std::io::Write::flush(&mut w)
                 .with_context(|| format!("cannot write {}", out.display()))?;
         } else {
-            output::file(out, &leakscope::load::cache::encode(s.snapshot())?)?;
+            output::file(out, &crate::load::cache::encode(s.snapshot())?)?;
         }
         eprintln!("wrote {}", out.display());
         Ok(())

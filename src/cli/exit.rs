@@ -1,9 +1,9 @@
 //! What an error means for the exit code: 2 when the input or the options are at fault,
 //! 1 for a budget exceeded or a failure of ours.
 
-use leakscope::budget::{BaselineError, BudgetError};
-use leakscope::session::SessionError;
-use leakscope::{LoadError, error::WriteError};
+use crate::budget::{BaselineError, BudgetError};
+use crate::session::SessionError;
+use crate::{LoadError, error::WriteError};
 
 /// A request that does not fit the input or the options (exit 2, like clap's usage errors).
 #[derive(Debug)]

@@ -5,9 +5,9 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+use crate::LoadOptions;
+use crate::session::Session;
 use anyhow::Context;
-use leakscope::LoadOptions;
-use leakscope::session::Session;
 
 use super::args::LoadArgs;
 
@@ -73,7 +73,7 @@ pub fn warn_disagreements(session: &Session) {
         eprintln!(
             "leakscope: warning: {}: {}",
             session.name(),
-            leakscope::render::consistency::line(&c)
+            crate::render::consistency::line(&c)
         );
     }
 }
@@ -101,7 +101,7 @@ pub fn emit<T: serde::Serialize>(
     render: impl FnOnce(&T) -> String,
 ) -> anyhow::Result<()> {
     if json {
-        stdout(&leakscope::render::json::pretty(report)?)
+        stdout(&crate::render::json::pretty(report)?)
     } else {
         stdout(&render(report))
     }

@@ -143,3 +143,22 @@ pub(crate) fn decode<'a>(
         Err(e) => Err(failure.unwrap_or_else(|| LoadErrorKind::Json(e.to_string()))),
     }
 }
+
+/// Decodes any serde data source shaped like a snapshot (a Python object walked in
+/// place, say) into `heap`, as [`decode`] does JSON text.
+pub(crate) fn decode_from<'de, D: Deserializer<'de>>(
+    de: D,
+    heap: &mut Heap<'de>,
+    builder: &mut Builder,
+) -> Result<Value, LoadErrorKind> {
+    let mut failure = None;
+    let seed = Seed {
+        heap,
+        builder,
+        failure: &mut failure,
+    };
+    match seed.deserialize(de) {
+        Ok(v) => Ok(v),
+        Err(e) => Err(failure.unwrap_or_else(|| LoadErrorKind::NotASnapshot(e.to_string()))),
+    }
+}

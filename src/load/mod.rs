@@ -263,6 +263,32 @@ fn pager(
     std::hint::black_box(sink);
 }
 
+/// Builds a snapshot from any serde data source holding what a snapshot file holds: the
+/// Python package walks the dict `torch.cuda.memory._snapshot()` returns through this,
+/// with no pickle in between. `container` names the source in the snapshot's format.
+///
+/// ```
+/// let v = serde_json::json!({"segments": [], "device_traces": [[]]});
+/// let snap = leakscope::load::load_deserializer(v, "object").unwrap();
+/// assert_eq!(snap.format.container, "object");
+/// ```
+pub fn load_deserializer<'de, D: serde::Deserializer<'de>>(
+    de: D,
+    container: &str,
+) -> Result<Snapshot, LoadError> {
+    let mut heap = Default::default();
+    let mut builder = build::Builder::new(0, true);
+    let top = json::decode_from(de, &mut heap, &mut builder)?;
+    let mut snap = builder.finish(&mut heap, top)?;
+    snap.format = SourceFormat {
+        container: container.into(),
+        pickle_protocol: None,
+        pickle_style: None,
+        compression: "none".into(),
+    };
+    Ok(snap)
+}
+
 /// Loads a snapshot held in memory.
 pub fn load_bytes(data: &[u8], opts: LoadOptions) -> Result<Snapshot, LoadError> {
     load_bytes_with(data, opts, &mut |_, _| {}).map_err(LoadError::from)
