@@ -1,0 +1,32 @@
+"""leakscope: what holds GPU memory, what grows per micro-batch and where it was allocated,
+why an OOM happened, which rank differs, from PyTorch CUDA and Ascend NPU memory snapshots.
+
+The engine is Rust (the same as the ``leakscope`` command, which this package also
+installs); loading and analysing release the GIL.
+
+Example::
+
+    import leakscope
+    snap = leakscope.load("run.pickle")          # or leakscope.from_snapshot(torch.cuda.memory._snapshot())
+    snap.leaks().to_pandas()                      # sites that grow per micro-batch
+    snap.top(at="peak")                           # what holds memory at the peak
+    snap.report("report.html")                    # the offline HTML report
+"""
+
+from ._native import SnapshotError, __version__, default_max_decompressed_bytes
+from ._results import CheckResult, Result
+from ._snapshot import Snapshot, check, compare, from_snapshot, load, ranks
+
+__all__ = [
+    "CheckResult",
+    "Result",
+    "Snapshot",
+    "SnapshotError",
+    "__version__",
+    "check",
+    "compare",
+    "default_max_decompressed_bytes",
+    "from_snapshot",
+    "load",
+    "ranks",
+]

@@ -1,0 +1,266 @@
+"""Result objects: each holds the JSON the command line prints for the same arguments
+(``to_dict``), its main table (``rows``, ``to_pandas``) and a notebook view
+(``_repr_html_``)."""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+Row = Dict[str, Any]
+
+
+def _size(n: Optional[float]) -> str:
+    """Bytes in binary units, as the command line prints them (``1.50 GiB``)."""
+    if n is None:
+        return ""
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{int(v)} B" if unit == "B" else f"{v:.2f} {unit}"
+        v /= 1024
+    return f"{v:.2f} TiB"
+
+
+def _label(site: Optional[dict]) -> Optional[str]:
+    return None if site is None else site.get("label")
+
+
+def _devices(d: dict) -> Iterable[dict]:
+    return d.get("devices") or []
+
+
+def _summary_rows(d: dict) -> List[Row]:
+    keys = ("segments", "blocks", "active_blocks", "reserved_bytes", "allocated_bytes",
+            "active_bytes", "requested_bytes", "rounding_overhead_bytes", "cached_free_bytes",
+            "trace_events")
+    return [{"device": dev["device"], **{k: dev.get(k) for k in keys}} for dev in _devices(d)]
+
+
+def _suspect_row(device: int, s: dict, suspect: bool) -> Row:
+    return {
+        "device": device,
+        "site": _label(s.get("site")),
+        "kind": s.get("kind"),
+        "suspect": suspect,
+        "bytes_per_window": s.get("bytes_per_window"),
+        "windows_growing": s.get("windows_growing"),
+        "windows_total": s.get("windows_total"),
+        "onset_window": s.get("onset_window"),
+        "retained_bytes": s.get("retained_bytes"),
+        "bytes_at_end": s.get("bytes_at_end"),
+    }
+
+
+def _leaks_rows(d: dict) -> List[Row]:
+    rows = []
+    for dev in _devices(d):
+        rows += [_suspect_row(dev["device"], s, True) for s in dev.get("suspects") or []]
+        rows += [_suspect_row(dev["device"], s, False) for s in dev.get("not_suspects") or []]
+    return rows
+
+
+def _top_rows(d: dict) -> List[Row]:
+    return [
+        {"device": dev["device"], "site": _label(r.get("site")), "bytes": r.get("bytes"),
+         "share": r.get("share"), "blocks": r.get("blocks")}
+        for dev in _devices(d) for r in dev.get("rows") or []
+    ]
+
+
+def _tree_rows(d: dict) -> List[Row]:
+    rows: List[Row] = []
+    for dev in _devices(d):
+        stack = [(dev.get("root"), 0)]
+        while stack:
+            node, depth = stack.pop()
+            if not node:
+                continue
+            rows.append({"device": dev["device"], "depth": depth, "name": node.get("name"),
+                         "bytes": node.get("bytes"), "self_bytes": node.get("self_bytes"),
+                         "blocks": node.get("blocks")})
+            stack += [(c, depth + 1) for c in reversed(node.get("children") or [])]
+    return rows
+
+
+def _oom_rows(d: dict) -> List[Row]:
+    return [
+        {"device": dev["device"], "site": _label(h.get("site")), "bytes": h.get("bytes"),
+         "blocks": h.get("blocks")}
+        for dev in _devices(d) for h in dev.get("top_holders") or []
+    ]
+
+
+def _segments_rows(d: dict) -> List[Row]:
+    keys = ("address", "total_size", "pool", "stream", "expandable", "allocated_bytes",
+            "active_bytes", "requested_bytes", "internal_free_bytes", "external_free_bytes",
+            "largest_free_block_bytes")
+    return [{"device": dev["device"], **{k: s.get(k) for k in keys}}
+            for dev in _devices(d) for s in dev.get("segments") or []]
+
+
+def _windows_rows(d: dict) -> List[Row]:
+    rows = []
+    for dev in _devices(d):
+        names = dev.get("names") or []
+        for i, start in enumerate(dev.get("starts") or []):
+            rows.append({"device": dev["device"], "window": i, "start_event": start,
+                         "name": names[i] if i < len(names) else None})
+    return rows
+
+
+def _compare_rows(d: dict) -> List[Row]:
+    rows = []
+    for dev in _devices(d):
+        for s in dev.get("sites") or []:
+            rows.append({"device_a": dev["a"]["device"], "device_b": dev["b"]["device"],
+                         "site": _label(s.get("site")),
+                         "a_bytes_per_window": s["a"]["bytes_per_window"], "a_kind": s["a"]["kind"],
+                         "b_bytes_per_window": s["b"]["bytes_per_window"], "b_kind": s["b"]["kind"],
+                         "difference": s.get("difference")})
+    return rows
+
+
+def _ranks_rows(d: dict) -> List[Row]:
+    keys = ("rank", "step", "file", "device", "peak_requested_bytes", "end_allocated_bytes",
+            "growth_bytes_per_window", "top_suspect_bytes_per_window", "windows", "verdicts",
+            "outlier", "disagrees", "error")
+    return [{**{k: r.get(k) for k in keys}, "top_suspect": _label(r.get("top_suspect"))}
+            for r in d.get("ranks") or []]
+
+
+def _check_rows(d: dict) -> List[Row]:
+    return [
+        {"file": f["file"], "device": dev["device"], "name": c["name"], "value": c["value"],
+         "limit": c["limit"], "passed": c["passed"], "site": _label(c.get("site")),
+         "kind": c.get("kind"), "unjudged": c.get("unjudged")}
+        for f in d.get("files") or [] for dev in f.get("devices") or []
+        for c in dev.get("cases") or []
+    ]
+
+
+def _report_rows(d: dict) -> List[Row]:
+    return [
+        {"device": dev["device"], "peak_event": (dev.get("peak") or {}).get("event_index"),
+         "peak_requested_bytes": (dev.get("peak") or {}).get("requested_bytes"),
+         "peak_reserved_bytes": dev.get("peak_reserved_bytes"),
+         "suspects": len((dev.get("leaks") or {}).get("suspects") or [])}
+        for dev in _devices(d)
+    ]
+
+
+_ROWS: Dict[str, Callable[[dict], List[Row]]] = {
+    "summary": _summary_rows, "leaks": _leaks_rows, "top": _top_rows, "tree": _tree_rows,
+    "oom": _oom_rows, "segments": _segments_rows, "windows": _windows_rows,
+    "compare": _compare_rows, "ranks": _ranks_rows, "check": _check_rows,
+    "report": _report_rows,
+}
+
+_BYTES = ("bytes", "_bytes", "bytes_per_window", "total_size", "value", "limit")
+
+
+class Result:
+    """A report: what ``leakscope <command> --json`` prints, as an object.
+
+    Example::
+
+        r = leakscope.load("run.pickle").leaks()
+        r.to_dict()["schema"]      # 'leakscope.leaks/4'
+        r.to_pandas()              # one row per growing site
+    """
+
+    def __init__(self, command: str, data: dict) -> None:
+        self.command = command
+        self._data = data
+
+    @classmethod
+    def _from_json(cls, command: str, text: str) -> "Result":
+        return cls(command, json.loads(text))
+
+    @property
+    def schema(self) -> str:
+        """The JSON schema name and version, for example ``leakscope.leaks/4``."""
+        return self._data.get("schema", "")
+
+    def to_dict(self) -> dict:
+        """The report as the command line's ``--json`` prints it (a fresh copy).
+
+        Example::
+
+            snap.top(at="peak").to_dict()["devices"][0]["rows"][0]["site"]["label"]
+        """
+        return copy.deepcopy(self._data)
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """The report as JSON text."""
+        return json.dumps(self._data, indent=indent)
+
+    def rows(self) -> List[Row]:
+        """The main table as a list of dicts (one per site, segment, rank, ...)."""
+        return _ROWS[self.command](self._data)
+
+    def to_pandas(self) -> Any:
+        """The main table as a ``pandas.DataFrame`` (``pip install pandas``).
+
+        Example::
+
+            df = snap.leaks().to_pandas()
+            df[df.suspect].sort_values("bytes_per_window", ascending=False)
+        """
+        try:
+            import pandas
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "to_pandas() needs pandas: pip install pandas (or leakscope[pandas])"
+            ) from e
+        return pandas.DataFrame(self.rows())
+
+    def _repr_html_(self) -> str:
+        rows = self.rows()
+        caption = f"leakscope {html.escape(self.command)}: {html.escape(str(self._data.get('file', self._data.get('dir', ''))))}"
+        if not rows:
+            return f"<div><strong>{caption}</strong><p>nothing to show</p></div>"
+        cols = list(rows[0])
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = []
+        for r in rows[:200]:
+            cells = []
+            for c in cols:
+                v = r.get(c)
+                text = _size(v) if isinstance(v, int) and not isinstance(v, bool) and c.endswith(_BYTES) else v
+                cells.append(f"<td>{html.escape('' if text is None else str(text))}</td>")
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        more = f"<p>{len(rows) - 200} more rows in to_pandas()</p>" if len(rows) > 200 else ""
+        return (f"<div><table><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(body)}</tbody></table>{more}</div>")
+
+    def __repr__(self) -> str:
+        return f"<leakscope {self.command} result: {self.schema}, {len(self.rows())} rows>"
+
+
+class CheckResult(Result):
+    """The CI gate's result: ``passed``, every case, and the JUnit XML.
+
+    Example::
+
+        r = leakscope.check(["run.pickle"], budget="leakscope.toml")
+        assert r.passed, r.failures()
+    """
+
+    def __init__(self, data: dict, junit: str) -> None:
+        super().__init__("check", data)
+        self.junit = junit
+
+    @property
+    def passed(self) -> bool:
+        """Whether every limit of every file and device held."""
+        return bool(self._data.get("passed"))
+
+    def failures(self) -> List[Row]:
+        """The cases that failed."""
+        return [r for r in self.rows() if not r["passed"]]
+
+    def __bool__(self) -> bool:
+        return self.passed

@@ -1,0 +1,276 @@
+"""Snapshots and the functions over several of them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterable, Optional, Sequence, Union
+
+from . import _native
+from ._results import CheckResult, Result, _size
+
+PathLike = Union[str, "os.PathLike[str]"]
+Device = Union[int, str, None]
+
+
+def _opts(**kw: Any) -> Dict[str, Any]:
+    """Options as the binding takes them: the command line's strings, unset ones left out."""
+    out: Dict[str, Any] = {}
+    for k, v in kw.items():
+        if v is None or v is False:
+            continue
+        out[k] = str(v) if k == "device" else v
+    return out
+
+
+class Snapshot:
+    """A loaded memory snapshot (every device it holds); its methods are the command
+    line's commands, each returning a result with ``to_dict()`` (the ``--json`` output),
+    ``to_pandas()`` and a notebook table.
+
+    Example::
+
+        import leakscope
+        snap = leakscope.load("run.pickle")
+        snap                                      # a compact summary
+        snap.leaks().to_pandas()                  # what grows per micro-batch
+        snap.top(at="peak", limit=10)             # what holds memory at the peak
+    """
+
+    def __init__(self, native: "_native.NativeSession") -> None:
+        self._native = native
+        self._summary: Optional[Result] = None
+
+    @property
+    def name(self) -> str:
+        """The file (or the name given to bytes and objects)."""
+        return self._native.name
+
+    @property
+    def warnings(self) -> list:
+        """What the loader kept without interpreting, or found inconsistent."""
+        return self._native.warnings()
+
+    def summary(self) -> Result:
+        """Format, devices, segments, blocks, bytes and trace events
+        (``leakscope summary --json``, schema ``leakscope.summary/2``).
+
+        Example::
+
+            snap.summary().to_dict()["totals"]["reserved_bytes"]
+        """
+        if self._summary is None:
+            self._summary = Result._from_json("summary", self._native.summary())
+        return self._summary
+
+    def leaks(self, windows: str = "auto", within: Optional[str] = None, by: str = "site",
+              device: Device = None, warmup: int = 0, min_bytes: int = 0,
+              user_code: Optional[str] = None, exclude: Optional[str] = None,
+              focus: Optional[str] = None, python_only: bool = False,
+              keep_internal: bool = False) -> Result:
+        """The call sites whose memory grows per window (micro-batch)
+        (``leakscope leaks --json``, schema ``leakscope.leaks/4``).
+
+        ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
+        ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
+        ``user``, ``stack``, ``file`` or ``function``; ``device``: an index (default: all).
+
+        Example::
+
+            for s in snap.leaks(windows="annotation:micro_batch").to_dict()["devices"][0]["suspects"]:
+                print(s["site"]["label"], s["bytes_per_window"])
+        """
+        return Result._from_json("leaks", self._native.leaks(_opts(
+            windows=windows, within=within, by=by, device=device, warmup=warmup,
+            min_bytes=min_bytes, user_code=user_code, exclude=exclude, focus=focus,
+            python_only=python_only, keep_internal=keep_internal)))
+
+    def windows(self, windows: str = "auto", within: Optional[str] = None,
+                device: Device = None) -> Result:
+        """How the trace is cut into windows, and why (``leakscope windows --json``).
+
+        Example::
+
+            snap.windows().to_dict()["devices"][0]["reason"]
+        """
+        return Result._from_json("windows", self._native.windows(
+            _opts(windows=windows, within=within, device=device)))
+
+    def top(self, at: str = "end", by: str = "site", device: Device = None,
+            limit: Optional[int] = None, user_code: Optional[str] = None,
+            exclude: Optional[str] = None, focus: Optional[str] = None,
+            python_only: bool = False, keep_internal: bool = False) -> Result:
+        """What holds memory at a point: ``end``, ``peak``, ``oom``, ``event:N`` or
+        ``time:US`` (``leakscope top --json``; ``limit`` rows per device, default 20).
+
+        Example::
+
+            snap.top(at="peak", limit=5).to_pandas()
+        """
+        return Result._from_json("top", self._native.top(
+            _opts(by=by, device=device, user_code=user_code, exclude=exclude, focus=focus,
+                  python_only=python_only, keep_internal=keep_internal),
+            at, 20 if limit is None else limit))
+
+    def tree(self, at: str = "end", device: Device = None, exclude: Optional[str] = None,
+             focus: Optional[str] = None, python_only: bool = False,
+             keep_internal: bool = False) -> Result:
+        """The call tree of the memory live at a point (``leakscope tree --json``).
+
+        Example::
+
+            snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]
+        """
+        return Result._from_json("tree", self._native.tree(
+            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
+                  keep_internal=keep_internal), at))
+
+    def segments(self, at: str = "end", device: Device = None) -> Result:
+        """The segment map at a point (``leakscope segments --json``).
+
+        Example::
+
+            snap.segments(at="oom").to_pandas()
+        """
+        return Result._from_json("segments", self._native.segments(_opts(device=device), at))
+
+    def oom(self, windows: str = "auto", device: Device = None) -> Result:
+        """Why an allocation failed (``leakscope oom --json``).
+
+        Example::
+
+            snap.oom().to_dict()["devices"][0]["advice"]
+        """
+        return Result._from_json("oom", self._native.oom(_opts(windows=windows, device=device)))
+
+    def flamegraph(self, path: Optional[PathLike] = None, at: str = "end",
+                   device: Device = None, folded: bool = False,
+                   exclude: Optional[str] = None, focus: Optional[str] = None) -> str:
+        """A flame graph of the memory live at a point: the SVG (or folded stacks with
+        ``folded=True``) as text, also written to ``path`` when given.
+
+        Example::
+
+            snap.flamegraph("peak.svg", at="peak")
+        """
+        text = self._native.flamegraph(
+            _opts(device=device, exclude=exclude, focus=focus), at, folded)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def report(self, path: Optional[PathLike] = None, windows: str = "auto",
+               within: Optional[str] = None, by: str = "site",
+               device: Device = None) -> Result:
+        """The self-contained HTML report, written to ``path`` when given; returns its
+        data (``leakscope report --json``, schema ``leakscope.report/4``).
+
+        Example::
+
+            snap.report("report.html")
+        """
+        data, page = self._native.report_page(
+            _opts(windows=windows, within=within, by=by, device=device), path is not None)
+        if path is not None and page is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return Result._from_json("report", data)
+
+    def __repr__(self) -> str:
+        t = self.summary().to_dict()["totals"]
+        return (f"<leakscope.Snapshot {self.name!r}: {t['devices']} device(s), "
+                f"{_size(t['reserved_bytes'])} reserved, {_size(t['requested_bytes'])} requested, "
+                f"{t['trace_events']:,} trace events>")
+
+    def _repr_html_(self) -> str:
+        return self.summary()._repr_html_()
+
+
+def load(path_or_bytes: Union[PathLike, bytes, bytearray, memoryview], *,
+         max_decompressed_bytes: Optional[int] = None, name: Optional[str] = None) -> Snapshot:
+    """Loads a snapshot: a path (pickle, JSON or leakscope cache; plain, ``.gz`` or
+    ``.zst``) or the file's bytes. Raises ``SnapshotError`` naming the file, the byte
+    offset or trace entry, and what was expected.
+
+    Example::
+
+        snap = leakscope.load("oom_snapshot.pickle.gz")
+    """
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        data = path_or_bytes if isinstance(path_or_bytes, bytes) else bytes(path_or_bytes)
+        return Snapshot(_native.load_bytes(data, name or "<bytes>", max_decompressed_bytes))
+    return Snapshot(_native.load_path(os.fspath(path_or_bytes), max_decompressed_bytes))
+
+
+def from_snapshot(obj: Any, name: str = "<object>") -> Snapshot:
+    """A snapshot from what ``torch.cuda.memory._snapshot()`` returns (a dict, or the list
+    of segments of ``torch.cuda.memory_snapshot()``), read in place: no pickle, no file.
+
+    Example::
+
+        torch.cuda.memory._record_memory_history()
+        train_steps(3)
+        snap = leakscope.from_snapshot(torch.cuda.memory._snapshot())
+    """
+    return Snapshot(_native.from_object(obj, name))
+
+
+def _snapshot(s: Union[Snapshot, PathLike, bytes]) -> Snapshot:
+    return s if isinstance(s, Snapshot) else load(s)
+
+
+def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
+            within: Optional[str] = None, by: str = "site", device: Device = None) -> Result:
+    """Two runs side by side: growth per site and end state
+    (``leakscope compare A B --json``, schema ``leakscope.compare/2``).
+
+    Example::
+
+        leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
+    """
+    opts = _opts(windows=windows, within=within, by=by, device=device)
+    return Result._from_json(
+        "compare", _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts))
+
+
+def ranks(directory: PathLike, windows: str = "auto") -> Result:
+    """A whole run: every rank and step below ``directory``
+    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/3``).
+
+    Example::
+
+        leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")
+    """
+    return Result._from_json("ranks", _native.ranks(os.fspath(directory), _opts(windows=windows)))
+
+
+def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
+          budget: Union[PathLike, str], baseline: Optional[Union[PathLike, dict]] = None,
+          windows: Optional[str] = None) -> CheckResult:
+    """The CI memory gate (``leakscope check --json``, schema ``leakscope.check/4``):
+    ``budget`` is a TOML file (or its text); ``baseline`` an earlier ``check`` or
+    ``leaks`` JSON file (or its dict). The result's ``passed`` says whether every limit held.
+
+    Example::
+
+        r = leakscope.check(["run.pickle"], "leakscope.toml")
+        assert r.passed, r.failures()
+    """
+    items: Iterable = [paths] if isinstance(paths, (str, os.PathLike, Snapshot)) else paths
+    sessions = [_snapshot(p)._native for p in items]
+    budget_text = _text(budget)
+    baseline_text = None
+    if isinstance(baseline, dict):
+        import json
+        baseline_text = json.dumps(baseline)
+    elif baseline is not None:
+        baseline_text = Path(baseline).read_text(encoding="utf-8")
+    data, junit = _native.check(sessions, budget_text, baseline_text, windows)
+    import json
+    return CheckResult(json.loads(data), junit)
+
+
+def _text(v: Union[PathLike, str]) -> str:
+    """A file's text, or the text itself when it does not name a file (a TOML string)."""
+    if isinstance(v, str) and ("\n" in v or "=" in v):
+        return v
+    return Path(v).read_text(encoding="utf-8")

@@ -1,0 +1,385 @@
+//! leakscope's Python binding: a thin layer over the session layer. Every report leaves
+//! as the JSON the command line prints (`--json`), which the Python package turns into
+//! result objects; options arrive as the strings the command line takes and are parsed by
+//! the same `FromStr` implementations. Loading and analysing run without the GIL.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use leakscope::budget::{Baseline, Budget};
+use leakscope::render;
+use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
+use leakscope::{LoadError, LoadOptions};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+create_exception!(
+    _native,
+    SnapshotError,
+    PyValueError,
+    "A file or object that is not a readable memory snapshot: the message names the file, \
+     the byte offset or trace entry, and what was expected."
+);
+
+fn load_error(e: LoadError) -> PyErr {
+    SnapshotError::new_err(e.to_string())
+}
+
+fn session_error(e: SessionError) -> PyErr {
+    match e {
+        SessionError::Load(l) => load_error(l),
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+fn json_error(e: serde_json::Error) -> PyErr {
+    PyRuntimeError::new_err(format!("cannot write the report as JSON: {e}"))
+}
+
+fn parse<T: FromStr>(value: &str, what: &str) -> PyResult<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse()
+        .map_err(|e| PyValueError::new_err(format!("{what}={value:?}: {e}")))
+}
+
+/// An option of the dict, `None` when absent or `None`.
+fn get<'py, T>(o: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>>
+where
+    T: for<'a> FromPyObject<'a, 'py>,
+{
+    match o.get_item(key)? {
+        Some(v) if !v.is_none() => v
+            .extract::<T>()
+            .map(Some)
+            .map_err(|_| PyValueError::new_err(format!("{key}: wrong type ({v})"))),
+        _ => Ok(None),
+    }
+}
+
+fn regex(o: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<regex::Regex>> {
+    get::<String>(o, key)?
+        .map(|s| parse::<regex::Regex>(&s, key))
+        .transpose()
+}
+
+/// The session's options from the keyword arguments the Python methods take (strings as
+/// on the command line: `windows="annotation:step"`, `by="stack"`, `device="1"`).
+fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+    let mut opts = Options::default();
+    let Some(o) = o else {
+        return Ok(opts);
+    };
+    if let Some(v) = get::<String>(o, "device")? {
+        opts.devices = parse(&v, "device")?;
+    }
+    if let Some(v) = get::<String>(o, "windows")? {
+        opts.windows = parse(&v, "windows")?;
+    }
+    if let Some(v) = get::<String>(o, "within")? {
+        opts.within = Some(parse(&v, "within")?);
+    }
+    if let Some(v) = get::<String>(o, "by")? {
+        opts.by = parse(&v, "by")?;
+    }
+    opts.filters.exclude = regex(o, "exclude")?;
+    opts.filters.focus = regex(o, "focus")?;
+    opts.filters.user_code = regex(o, "user_code")?;
+    opts.filters.python_only = get::<bool>(o, "python_only")?.unwrap_or(false);
+    opts.filters.keep_internal = get::<bool>(o, "keep_internal")?.unwrap_or(false);
+    opts.leaks.warmup = get::<usize>(o, "warmup")?.unwrap_or(0);
+    opts.leaks.min_bytes = get::<u64>(o, "min_bytes")?.unwrap_or(0);
+    Ok(opts)
+}
+
+fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
+    let mut o = LoadOptions::default();
+    if let Some(m) = max_decompressed_bytes {
+        o.max_decompressed_bytes = m;
+    }
+    o
+}
+
+/// A loaded snapshot and what its analyses share (see `leakscope.Snapshot`).
+#[pyclass(frozen, module = "leakscope._native")]
+struct NativeSession {
+    inner: Arc<Session>,
+}
+
+impl NativeSession {
+    fn new(s: Session) -> Self {
+        NativeSession { inner: Arc::new(s) }
+    }
+
+    /// Runs `f` on the session without the GIL and returns its report as JSON.
+    fn report<T: serde::Serialize + Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Session) -> Result<T, SessionError> + Send,
+    ) -> PyResult<String> {
+        let s = &self.inner;
+        let r = py.detach(|| f(s)).map_err(session_error)?;
+        serde_json::to_string(&r).map_err(json_error)
+    }
+}
+
+fn at(at: &str) -> PyResult<leakscope::analysis::At> {
+    parse(at, "at")
+}
+
+#[pymethods]
+impl NativeSession {
+    /// The file name (or the name given for bytes and objects).
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The loader's warnings.
+    fn warnings(&self) -> Vec<String> {
+        self.inner.snapshot().warnings.clone()
+    }
+
+    fn summary(&self, py: Python<'_>) -> PyResult<String> {
+        self.report(py, |s| Ok(s.summary()))
+    }
+
+    #[pyo3(signature = (opts=None))]
+    fn leaks(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+        let o = options(opts)?;
+        self.report(py, move |s| s.leaks(&o))
+    }
+
+    #[pyo3(signature = (opts=None))]
+    fn windows(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+        let o = options(opts)?;
+        self.report(py, move |s| s.windows(&o))
+    }
+
+    #[pyo3(signature = (opts=None, at_="end", limit=20))]
+    fn top(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        at_: &str,
+        limit: usize,
+    ) -> PyResult<String> {
+        let (o, a) = (options(opts)?, at(at_)?);
+        self.report(py, move |s| s.top(&o, a, limit))
+    }
+
+    #[pyo3(signature = (opts=None, at_="end"))]
+    fn tree(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        at_: &str,
+    ) -> PyResult<String> {
+        let (o, a) = (options(opts)?, at(at_)?);
+        let s = &self.inner;
+        let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
+        render::json::tree(&r).map_err(json_error)
+    }
+
+    #[pyo3(signature = (opts=None, at_="end"))]
+    fn segments(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        at_: &str,
+    ) -> PyResult<String> {
+        let (o, a) = (options(opts)?, at(at_)?);
+        self.report(py, move |s| s.segments(&o, a))
+    }
+
+    #[pyo3(signature = (opts=None))]
+    fn oom(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+        let o = options(opts)?;
+        self.report(py, move |s| s.oom(&o))
+    }
+
+    /// Folded stacks (`folded`) or an SVG, as text.
+    #[pyo3(signature = (opts=None, at_="end", folded=false))]
+    fn flamegraph(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        at_: &str,
+        folded: bool,
+    ) -> PyResult<String> {
+        let (o, a) = (options(opts)?, at(at_)?);
+        let s = &self.inner;
+        py.detach(|| {
+            let r = s.tree(&o, a).map_err(session_error)?;
+            let lines = render::flamegraph::report_lines(&r);
+            if folded {
+                return Ok(render::flamegraph::folded_text(&lines));
+            }
+            let svg = render::flamegraph::report_svg(&r, &lines, o.filters.focus.is_some())
+                .map_err(|e| {
+                    PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
+                })?;
+            String::from_utf8(svg).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        })
+    }
+
+    /// The report's data as JSON, and the HTML page when `html` is true.
+    #[pyo3(signature = (opts=None, html=false))]
+    fn report_page(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        html: bool,
+    ) -> PyResult<(String, Option<String>)> {
+        let o = options(opts)?;
+        let s = &self.inner;
+        py.detach(|| {
+            let data = s
+                .report(&o, &ReportOptions::default())
+                .map_err(session_error)?;
+            let json = serde_json::to_string(&data).map_err(json_error)?;
+            let page = if html {
+                let svgs = render::flamegraph::report_page_svgs(&data).map_err(|e| {
+                    PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
+                })?;
+                Some(render::html::page(&data, &json, &svgs))
+            } else {
+                None
+            };
+            Ok((json, page))
+        })
+    }
+}
+
+/// Loads a snapshot file (pickle, JSON or leakscope cache; plain, gzip or zstd).
+#[pyfunction]
+#[pyo3(signature = (path, max_decompressed_bytes=None))]
+fn load_path(
+    py: Python<'_>,
+    path: PathBuf,
+    max_decompressed_bytes: Option<u64>,
+) -> PyResult<NativeSession> {
+    py.detach(|| Session::open(&path, load_options(max_decompressed_bytes)))
+        .map(NativeSession::new)
+        .map_err(session_error)
+}
+
+/// Loads a snapshot held in a `bytes` object (read in place, not copied).
+#[pyfunction]
+#[pyo3(signature = (data, name, max_decompressed_bytes=None))]
+fn load_bytes(
+    py: Python<'_>,
+    data: &Bound<'_, PyBytes>,
+    name: String,
+    max_decompressed_bytes: Option<u64>,
+) -> PyResult<NativeSession> {
+    let bytes = data.as_bytes();
+    let snap = py
+        .detach(|| leakscope::load_bytes(bytes, load_options(max_decompressed_bytes)))
+        .map_err(|e| load_error(e.with_path(&name)))?;
+    Ok(NativeSession::new(Session::from_snapshot(snap, name)))
+}
+
+/// Builds a snapshot from the object `torch.cuda.memory._snapshot()` returns (a dict, or
+/// a list of segments), walking it in place.
+#[pyfunction]
+fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> {
+    let de = pythonize::Depythonizer::from_object(obj);
+    let snap = leakscope::load::load_deserializer(&mut { de }, "object").map_err(load_error)?;
+    Ok(NativeSession::new(Session::from_snapshot(snap, name)))
+}
+
+/// Two runs side by side (`leakscope compare A B`).
+#[pyfunction]
+#[pyo3(signature = (a, b, opts=None))]
+fn compare(
+    py: Python<'_>,
+    a: &NativeSession,
+    b: &NativeSession,
+    opts: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let o = options(opts)?;
+    let (sa, sb) = (&a.inner, &b.inner);
+    let r = py.detach(|| -> Result<String, PyErr> {
+        let side_a = sa.compare_side(&o).map_err(session_error)?;
+        let side_b = sb.compare_side(&o).map_err(session_error)?;
+        serde_json::to_string(&session::compare(&side_a, &side_b)).map_err(json_error)
+    })?;
+    Ok(r)
+}
+
+/// Every rank and step below a directory (`leakscope ranks DIR`).
+#[pyfunction]
+#[pyo3(signature = (dir, opts=None))]
+fn ranks(py: Python<'_>, dir: PathBuf, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    let o = options(opts)?;
+    let r = py
+        .detach(|| session::ranks(&dir, &o))
+        .map_err(session_error)?;
+    serde_json::to_string(&r).map_err(json_error)
+}
+
+/// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text; returns
+/// the report's JSON and its JUnit XML.
+#[pyfunction]
+#[pyo3(signature = (sessions, budget, baseline=None, windows=None))]
+fn check(
+    py: Python<'_>,
+    sessions: Vec<PyRef<'_, NativeSession>>,
+    budget: &str,
+    baseline: Option<&str>,
+    windows: Option<&str>,
+) -> PyResult<(String, String)> {
+    let budget =
+        Budget::parse(budget).map_err(|e| PyValueError::new_err(format!("budget: {e}")))?;
+    let baseline = baseline
+        .map(Baseline::from_json)
+        .transpose()
+        .map_err(|e| PyValueError::new_err(format!("baseline: {e}")))?;
+    let windows = windows.map(|w| parse(w, "windows")).transpose()?;
+    let opts = session::check_options(&budget, windows, &Options::default());
+    let all: Vec<Arc<Session>> = sessions.iter().map(|s| s.inner.clone()).collect();
+    py.detach(|| {
+        let files = all
+            .iter()
+            .map(|s| s.check(&budget, baseline.as_ref(), &opts))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(session_error)?;
+        let report = CheckReport::new(files);
+        let json = serde_json::to_string(&report).map_err(json_error)?;
+        Ok((json, render::junit::junit(&report)))
+    })
+}
+
+/// Runs the command line (`argv` with the program name first); returns the exit code.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| leakscope::cli::main(argv))
+}
+
+/// The default limit on decompressed size, in bytes.
+#[pyfunction]
+fn default_max_decompressed_bytes() -> u64 {
+    leakscope::load::default_max_decompressed_bytes()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SnapshotError", m.py().get_type::<SnapshotError>())?;
+    m.add_class::<NativeSession>()?;
+    m.add_function(wrap_pyfunction!(load_path, m)?)?;
+    m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(from_object, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

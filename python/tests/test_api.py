@@ -1,0 +1,197 @@
+"""The Python API against the command line: every result's ``to_dict()`` is what
+``leakscope <command> --json`` prints for the same arguments, on every shipped scenario
+and (with ``LEAKSCOPE_CORPUS``) every real fixture; a snapshot built from CPython's own
+``pickle.load`` gives what the file gives; errors, notebook views and pandas tables."""
+
+import html.parser
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import leakscope
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.pickle"))
+
+
+def _corpus():
+    root = os.environ.get("LEAKSCOPE_CORPUS")
+    if not root:
+        return []
+    files = sorted(p for p in Path(root).rglob("*") if p.suffix in (".pickle", ".pkl", ".json"))
+    return [p for p in files if p.name != "PROVENANCE.md"]
+
+
+FILES = SCENARIOS + _corpus()
+
+
+def _cli():
+    """The command-line binary to compare with: the cargo-built one when there is one,
+    else the command this package installed (the same code, run in process)."""
+    for b in (ROOT / "target" / "release" / "leakscope", ROOT / "target" / "debug" / "leakscope"):
+        if b.exists():
+            return [str(b)]
+    exe = shutil.which("leakscope", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "leakscope"]
+
+
+def cli_json(*args):
+    out = subprocess.run(_cli() + list(args) + ["--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _id(p):
+    return p.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_results_equal_the_cli_json(path):
+    snap = leakscope.load(path)
+    f = str(path)
+    assert snap.summary().to_dict() == cli_json("summary", f)
+    assert snap.top().to_dict() == cli_json("top", f)
+    assert snap.top(at="peak").to_dict() == cli_json("top", f, "--at", "peak")
+    assert snap.leaks().to_dict() == cli_json("leaks", f)
+    if any(d.get("trace_events", 0) and d["actions"].get("oom") for d in snap.summary().to_dict()["devices"]):
+        assert snap.oom().to_dict() == cli_json("oom", f)
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if p.suffix != ".json"], ids=_id)
+def test_a_snapshot_object_gives_what_its_file_gives(path):
+    with open(path, "rb") as fh:
+        obj = pickle.load(fh)
+    a = leakscope.load(path)
+    b = leakscope.from_snapshot(obj)
+    sa, sb = a.summary().to_dict(), b.summary().to_dict()
+    assert sa["totals"] == sb["totals"]
+    assert sa["devices"] == sb["devices"]
+    la, lb = a.leaks().to_dict(), b.leaks().to_dict()
+    assert [d["suspects"] for d in la["devices"]] == [d["suspects"] for d in lb["devices"]]
+
+
+def test_options_are_the_command_lines():
+    f = ROOT / "fixtures" / "scenarios" / "pp_last_stage_recv_pinned.pickle"
+    snap = leakscope.load(f)
+    assert snap.leaks(windows="every:200", by="file").to_dict() == cli_json(
+        "leaks", str(f), "--windows", "every:200", "--by", "file")
+    assert snap.top(at="event:100", limit=3, by="stack").to_dict() == cli_json(
+        "top", str(f), "--at", "event:100", "--limit", "3", "--by", "stack")
+    assert snap.segments(at="peak").to_dict() == cli_json("segments", str(f), "--at", "peak")
+    with pytest.raises(ValueError, match="windows"):
+        snap.leaks(windows="nonsense:1")
+
+
+def test_bytes_and_paths_load_alike():
+    f = ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle"
+    a = leakscope.load(f).summary().to_dict()
+    b = leakscope.load(f.read_bytes()).summary().to_dict()
+    assert a["totals"] == b["totals"]
+
+
+def test_a_truncated_file_names_the_byte(tmp_path):
+    raw = (ROOT / "fixtures" / "encodings" / "tiny_protocol4.pickle").read_bytes()
+    cut = tmp_path / "cut.pickle"
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(leakscope.SnapshotError) as e:
+        leakscope.load(cut)
+    assert isinstance(e.value, ValueError)
+    assert "cut.pickle" in str(e.value)
+    assert f"byte {len(raw) // 2}" in str(e.value)
+
+
+def test_an_object_that_is_not_a_snapshot_is_refused():
+    with pytest.raises(leakscope.SnapshotError):
+        leakscope.from_snapshot({"segments": "not a list"})
+
+
+class _Checker(html.parser.HTMLParser):
+    VOID = {"br", "hr", "img", "meta", "input", "link"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack)
+        self.stack.pop()
+
+
+def test_notebook_views_are_html():
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "loss_accum_no_detach.pickle")
+    for r in (snap, snap.leaks(), snap.top(at="peak"), snap.segments(), snap.tree()):
+        text = r._repr_html_()
+        p = _Checker()
+        p.feed(text)
+        p.close()
+        assert p.stack == [] and "<table>" in text
+    assert "loss_accum_no_detach" in repr(snap)
+
+
+def test_to_pandas_or_a_clear_import_error(monkeypatch):
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "loss_accum_no_detach.pickle")
+    rows = snap.leaks().rows()
+    truth = json.loads((ROOT / "fixtures" / "scenarios" / "loss_accum_no_detach.truth.json").read_text())
+    assert rows, truth
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        pandas = None
+    if pandas is not None:
+        df = snap.leaks().to_pandas()
+        assert len(df) == len(rows) and list(df.columns) == list(rows[0])
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        snap.leaks().to_pandas()
+
+
+def test_check_and_compare(tmp_path):
+    leak = ROOT / "fixtures" / "scenarios" / "pp_last_stage_recv_pinned.pickle"
+    control = ROOT / "fixtures" / "scenarios" / "pp_last_stage_forward_only.pickle"
+    budget = tmp_path / "b.toml"
+    budget.write_text('[leaks]\nmax_bytes_per_window = "1 MiB"\n')
+    r = leakscope.check([leak], budget)
+    out = subprocess.run(_cli() + ["check", str(leak), "--budget", str(budget), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert r.to_dict() == json.loads(out.stdout)
+    assert not r.passed and r.failures()
+    assert "<testsuite" in r.junit
+    c = leakscope.compare(control, leak)
+    assert c.to_dict() == cli_json("compare", str(control), str(leak))
+
+
+def test_the_command_runs_from_python(tmp_path):
+    f = ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle"
+    out = subprocess.run([sys.executable, "-m", "leakscope", "summary", str(f), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0
+    assert json.loads(out.stdout) == leakscope.load(f).summary().to_dict()
+    bad = tmp_path / "bad.pickle"
+    bad.write_bytes(b"\x80\x04\x95\x00")
+    out = subprocess.run([sys.executable, "-m", "leakscope", "summary", str(bad)],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "bad.pickle" in out.stderr
+
+
+def test_flamegraph_and_report_files(tmp_path):
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle")
+    svg = snap.flamegraph(tmp_path / "f.svg", at="peak")
+    assert svg.startswith("<?xml") or svg.startswith("<svg")
+    assert (tmp_path / "f.svg").read_text() == svg
+    folded = snap.flamegraph(at="peak", folded=True)
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines() if line)
+    assert total == snap.top(at="peak").to_dict()["devices"][0]["total_bytes"]
+    data = snap.report(tmp_path / "r.html")
+    assert data.schema == "leakscope.report/4"
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
