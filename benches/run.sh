@@ -25,6 +25,10 @@
 #                   each next to the plain file, the decoders alone (`gzip -dc`, `zstd -dc`),
 #                   and two decompression bombs (a pickle header, then 2 GiB of zeros as
 #                   zstd and 4 GiB as gzip: leakscope must exit 2)
+#   BENCH_PYTHON    a Python with the leakscope package installed (scripts/test-all.sh
+#                   leaves one in target/py-venv): times `leakscope.load(FILE).summary()`
+#                   from Python next to the command line (default: target/py-venv/bin/python
+#                   when it can import leakscope)
 #   LEAKSCOPE_BIN   binary to time instead of building target/release/leakscope
 #   TIME_BIN        GNU time, default /usr/bin/time
 set -euo pipefail
@@ -182,6 +186,19 @@ for cmd in "${LEAKSCOPE_CMDS[@]}"; do
         add_row "leakscope $cmd" "failed" "" 0
     fi
 done
+
+# ---- the Python package -------------------------------------------------------------------
+BENCH_PYTHON=${BENCH_PYTHON:-target/py-venv/bin/python}
+if [[ -x "$BENCH_PYTHON" ]] && "$BENCH_PYTHON" -c "import leakscope" 2>/dev/null; then
+    log "python: leakscope.load(FILE).summary()..."
+    measure "$RUNS" "$BENCH_PYTHON" -c "import leakscope, sys; leakscope.load(sys.argv[1]).summary()" "$FILE"
+    ((M_OK)) && add_row "python: leakscope.load(FILE).summary()" "$M_WALL" "$M_RSS" "$M_RUNS"
+    log "python: import leakscope (start-up alone)..."
+    measure "$RUNS" "$BENCH_PYTHON" -c "import leakscope"
+    ((M_OK)) && add_row "python: import leakscope (start-up alone)" "$M_WALL" "$M_RSS" "$M_RUNS"
+else
+    log "skipping the Python package (no $BENCH_PYTHON that imports leakscope)"
+fi
 
 # ---- compressed input -------------------------------------------------------------------
 if [[ "${BENCH_COMPRESSED:-1}" == 1 ]] && command -v gzip >/dev/null && command -v zstd >/dev/null; then
