@@ -1,0 +1,301 @@
+"""Assertions for tests that check CUDA memory with leakscope.
+
+``assert_no_leaks`` fails a test when a call site keeps more memory per unit of work
+(per *window*: a step, a micro-batch) than a limit allows; the failure names the site, the
+rate, how many windows grew and since which. ``assert_memory_below`` fails when the peak
+(or the end) of a device's memory is over a limit. ``parse_size`` and ``format_size`` read
+and write the byte sizes the limits are given in.
+
+Example::
+
+    import leakscope.testing as lt
+
+    def test_training_loop_does_not_leak():
+        lt.assert_no_leaks("run.pickle", "1 MiB", windows=r"annotation:^step$")
+        lt.assert_memory_below("run.pickle", "60 GiB", "peak_requested")
+
+The pytest markers of :mod:`leakscope.pytest_plugin` record the snapshot themselves and
+call ``assert_no_leaks`` on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from decimal import Decimal
+from typing import Any, Union
+
+import leakscope
+
+__all__ = [
+    "MEMORY_MEASURES",
+    "assert_memory_below",
+    "assert_no_leaks",
+    "format_size",
+    "parse_size",
+]
+
+#: A byte count: an ``int``, or a string such as ``"512 KiB"`` (see :func:`parse_size`).
+Size = Union[int, str]
+
+#: What the assertions read: a loaded snapshot, a file, the file's bytes, or what
+#: ``torch.cuda.memory._snapshot()`` returns.
+SnapshotSource = Union["leakscope.Snapshot", str, "os.PathLike[str]", bytes, dict, list]
+
+_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
+
+# Suspect kinds that count against the limit; the other kinds (warmup, bounded, sporadic,
+# in-flight, late) are not growth per unit of work.
+_GROWING_KINDS = {
+    "leak": "still held at the end of the trace",
+    "retained": "released later in the trace",
+}
+
+#: What :func:`assert_memory_below` can limit: the measures of leakscope's CI gate.
+MEMORY_MEASURES = {
+    "peak_requested": "the most bytes requested at any point",
+    "peak_reserved": "the most bytes reserved at any point",
+    "end_allocated": "the bytes allocated at the end, pending frees left out",
+    "end_reserved": "the bytes reserved at the end",
+}
+
+_WINDOWS_HINT = (
+    "pass windows= naming a unit of work that repeats in the trace, e.g. "
+    'windows="annotation:^step$" (each iteration inside '
+    'torch.profiler.record_function("step")), windows="frame:^train_step$" '
+    '(entries into a function) or windows="every:500" (every 500 events)'
+)
+
+
+def parse_size(size: Size) -> int:
+    """Return the number of bytes that ``size`` names.
+
+    ``size`` is a non-negative ``int`` (bytes), or a string: a number, optionally with a
+    fraction, then optionally a unit, case-insensitive: ``B``; ``KB``, ``MB``, ``GB``,
+    ``TB`` (powers of 1000); ``KiB``, ``MiB``, ``GiB``, ``TiB`` (powers of 1024). A
+    fraction of a byte is dropped. Anything else raises ``ValueError`` (``TypeError`` for
+    a value that is neither an ``int`` nor a string).
+
+    >>> parse_size("1 MiB")
+    1048576
+    >>> parse_size("1.5 MB")
+    1500000
+    >>> parse_size(4096)
+    4096
+    """
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise TypeError(f"a size is an int or a string such as '1 MiB', not {size!r}")
+    if isinstance(size, int):
+        if size < 0:
+            raise ValueError(f"a size cannot be negative: {size}")
+        return size
+    match = _SIZE.fullmatch(size)
+    unit = (match.group(2).lower() or "b") if match else None
+    if unit not in _UNITS:
+        raise ValueError(
+            f"not a size: {size!r} (use a number and one of B, KB, MB, GB, TB, "
+            "KiB, MiB, GiB, TiB, e.g. '512 KiB' or '1.5 GB')"
+        )
+    return int(Decimal(match.group(1)) * _UNITS[unit])
+
+
+def format_size(n: int, *, exact: bool = False) -> str:
+    """Return ``n`` bytes in binary units, to one decimal where it is not exact.
+
+    With ``exact``, the exact number of bytes follows in parentheses (unless the size is
+    under 1 KiB and so already exact).
+
+    >>> format_size(16777216)
+    '16 MiB'
+    >>> format_size(1536)
+    '1.5 KiB'
+    >>> format_size(100)
+    '100 B'
+    >>> format_size(155582464, exact=True)
+    '148.4 MiB (155582464 B)'
+    """
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{n} B"
+    readable = f"{f'{value:.1f}'.removesuffix('.0')} {unit}"
+    return f"{readable} ({n} B)" if exact else readable
+
+
+def _as_snapshot(source: SnapshotSource) -> leakscope.Snapshot:
+    """Load ``source`` unless it already is a :class:`leakscope.Snapshot`."""
+    if isinstance(source, leakscope.Snapshot):
+        return source
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return leakscope.load(bytes(source))
+    if isinstance(source, (str, os.PathLike)):
+        return leakscope.load(os.fspath(source))
+    if isinstance(source, (dict, list)):
+        return leakscope.from_snapshot(source)
+    raise TypeError(
+        "expected a leakscope.Snapshot, a path, the file's bytes or the dict of "
+        f"torch.cuda.memory._snapshot(), not {type(source).__name__}"
+    )
+
+
+def _windows_line(device: dict) -> str:
+    """One line saying how a device's trace was cut into windows."""
+    windows = device["windows"]
+    count = windows.get("count") or 0
+    spec = windows.get("spec")
+    return (
+        f"device {device['device']}: {count} window{'' if count == 1 else 's'} from "
+        f"{windows.get('source')}" + (f" (spec {spec})" if spec else "")
+    )
+
+
+def _unjudged_reason(device: dict) -> str | None:
+    """Why growth per window cannot be judged on ``device``, or ``None`` when it can."""
+    windows = device["windows"]
+    if not windows.get("verdicts"):
+        reason = windows.get("reason")
+        return f"{_windows_line(device)}: no verdicts" + (f": {reason}" if reason else "")
+    if (windows.get("count") or 0) < 2:
+        # Growth is what a window keeps that the windows before it did not: with one
+        # window, everything it keeps is warm-up.
+        return f"{_windows_line(device)}: growth needs at least two windows"
+    return None
+
+
+def _suspect_line(suspect: dict) -> str:
+    """One line naming a suspect: site, kind, rate, windows grown, onset."""
+    rate = suspect["bytes_per_window"]
+    kind = suspect["kind"]
+    return (
+        f"    {suspect['site']['label']}: {kind} ({_GROWING_KINDS[kind]}), "
+        f"{format_size(rate, exact=True)} per window, grew in {suspect['windows_growing']} of "
+        f"{suspect['windows_total']} windows since window {suspect['onset_window']}"
+    )
+
+
+def assert_no_leaks(
+    snapshot_or_path: SnapshotSource,
+    limit: Size,
+    windows: str = "auto",
+    *,
+    within: str | None = None,
+    device: int | None = None,
+) -> dict[str, Any]:
+    """Fail unless every call site grows by at most ``limit`` bytes per window.
+
+    ``snapshot_or_path`` is a :class:`leakscope.Snapshot`, a path to a snapshot file, the
+    file's bytes, or the dict ``torch.cuda.memory._snapshot()`` returns. ``limit`` is bytes
+    per window, an ``int`` or a string such as ``"1 MiB"`` (:func:`parse_size`).
+    ``windows``, ``within`` and ``device`` are those of :meth:`leakscope.Snapshot.leaks`:
+    how the trace is cut into units of work (``"auto"``, ``"annotation:REGEX"``,
+    ``"frame:REGEX"``, ``"site:REGEX"``, ``"every:N"``), the phase of each unit to keep,
+    and the one device to look at (all by default).
+
+    Raises ``AssertionError`` when a suspect of kind ``leak`` or ``retained`` on any device
+    keeps more than ``limit`` bytes per window; the message names each such site, its kind,
+    its rate (readable and exact), how many windows grew of how many, since which window,
+    the device and how its windows were made. Also raises ``AssertionError`` when no device
+    can be judged (no verdicts, or a single window): a leak check that cannot see growth
+    does not pass. Returns the ``leakscope.leaks/4`` report (a dict) otherwise.
+
+    >>> assert_no_leaks("control.pickle", "1 MiB")  # doctest: +SKIP
+    >>> assert_no_leaks(snapshot, 2**20, windows=r"annotation:^step$")  # doctest: +SKIP
+    """
+    __tracebackhide__ = True
+    limit_bytes = parse_size(limit)
+    snapshot = _as_snapshot(snapshot_or_path)
+    report = snapshot.leaks(windows=windows, within=within, device=device).to_dict()
+    devices = report["devices"]
+
+    reasons = [_unjudged_reason(d) for d in devices]
+    if not devices or all(reasons):
+        where = "\n".join(f"  {r}" for r in reasons) or "  the snapshot has no trace events"
+        raise AssertionError(
+            f"leakscope: growth per window cannot be judged (windows={windows!r}), so "
+            f"this leak check cannot pass:\n{where}\n{_WINDOWS_HINT}"
+        )
+
+    sections = []
+    offenders = 0
+    for dev, reason in zip(devices, reasons):
+        if reason is not None:
+            continue
+        over = sorted(
+            (
+                s
+                for s in dev["suspects"]
+                if s["kind"] in _GROWING_KINDS and s["bytes_per_window"] > limit_bytes
+            ),
+            key=lambda s: s["bytes_per_window"],
+            reverse=True,
+        )
+        if over:
+            offenders += len(over)
+            lines = [f"  {_windows_line(dev)}"]
+            lines += [_suspect_line(s) for s in over]
+            sections.append("\n".join(lines))
+    if offenders:
+        sites = "call site grows" if offenders == 1 else "call sites grow"
+        limit_text = format_size(limit_bytes, exact=True)
+        raise AssertionError(
+            f"leakscope: {offenders} {sites} by more than {limit_text} per window:\n"
+            + "\n".join(sections)
+        )
+    return report
+
+
+def assert_memory_below(
+    snapshot_or_path: SnapshotSource,
+    limit: Size,
+    what: str = "peak_requested",
+    *,
+    device: int | None = None,
+) -> dict[int, int]:
+    """Fail when a device's memory, measured as ``what``, exceeds ``limit``.
+
+    ``what`` is one of :data:`MEMORY_MEASURES`: ``peak_requested`` (the most bytes the
+    program had requested at any point of the trace), ``peak_reserved``, ``end_allocated``
+    or ``end_reserved``, as ``leakscope check`` measures them; ``limit`` is bytes or a size
+    string; ``device`` restricts the check to one device. Raises ``AssertionError`` naming
+    each device over the limit and its figure; returns ``{device: bytes}`` otherwise.
+
+    >>> assert_memory_below("run.pickle", "60 GiB")  # doctest: +SKIP
+    {0: 4217852004}
+    """
+    __tracebackhide__ = True
+    if what not in MEMORY_MEASURES:
+        raise ValueError(f"what must be one of {', '.join(MEMORY_MEASURES)}, not {what!r}")
+    limit_bytes = parse_size(limit)
+    snapshot = _as_snapshot(snapshot_or_path)
+    gate = leakscope.check(snapshot, f"[memory]\n{what} = {limit_bytes}\n").to_dict()
+    devices = [
+        d for f in gate["files"] for d in f["devices"] if device is None or d["device"] == device
+    ]
+    if device is not None and not devices:
+        raise ValueError(f"the snapshot has no device {device}")
+    over = [
+        f"  device {d['device']}: {format_size(case['value'], exact=True)}"
+        for d in devices
+        for case in d["cases"]
+        if case["name"] == f"memory.{what}" and not case["passed"]
+    ]
+    if over:
+        raise AssertionError(
+            f"leakscope: {what} ({MEMORY_MEASURES[what]}) is over the limit of "
+            f"{format_size(limit_bytes, exact=True)}:\n" + "\n".join(over)
+        )
+    return {d["device"]: d["measured"][what] for d in devices}
