@@ -195,3 +195,19 @@ def test_flamegraph_and_report_files(tmp_path):
     data = snap.report(tmp_path / "r.html")
     assert data.schema == "leakscope.report/4"
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_the_installed_command_prints_what_the_cargo_binary_prints():
+    """The wheel's `leakscope` command runs the library's command line in process: its
+    output is the cargo-built binary's, byte for byte."""
+    script = shutil.which("leakscope", path=str(Path(sys.executable).parent))
+    cargo = [b for b in (ROOT / "target" / "release" / "leakscope",
+                         ROOT / "target" / "debug" / "leakscope") if b.exists()]
+    if script is None or not cargo:
+        pytest.skip("needs both the installed command and a cargo-built binary")
+    f = str(ROOT / "fixtures" / "scenarios" / "pp_last_stage_recv_pinned.pickle")
+    for args in (["leaks", "--json", f], ["leaks", f], ["top", "--at", "peak", f]):
+        ours = subprocess.run([script] + args, capture_output=True, env={**os.environ, "NO_COLOR": "1"})
+        theirs = subprocess.run([str(cargo[0])] + args, capture_output=True, env={**os.environ, "NO_COLOR": "1"})
+        assert ours.returncode == theirs.returncode == 0
+        assert ours.stdout == theirs.stdout, args
