@@ -324,6 +324,44 @@ fn ranks(py: Python<'_>, dir: PathBuf, opts: Option<&Bound<'_, PyDict>>) -> PyRe
     serde_json::to_string(&r).map_err(json_error)
 }
 
+/// The snapshots below a directory, as `ranks` finds them: JSON `{"files": [{file, rank,
+/// step, step_order}], "skipped": N}`.
+#[pyfunction]
+fn discover(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
+    let (found, skipped) = py
+        .detach(|| session::discover(&dir))
+        .map_err(|e| PyValueError::new_err(format!("{}: {e}", dir.display())))?;
+    serde_json::to_string(&serde_json::json!({"files": found, "skipped": skipped}))
+        .map_err(json_error)
+}
+
+/// One file of a run (`found`: one entry of [`discover`]'s `files`): its rows and each
+/// device's largest suspects, as JSON. Never raises for a bad file: its row says why.
+#[pyfunction]
+#[pyo3(signature = (found, opts=None, threads=true))]
+fn analyse_file(
+    py: Python<'_>,
+    found: &str,
+    opts: Option<&Bound<'_, PyDict>>,
+    threads: bool,
+) -> PyResult<String> {
+    let f: session::Found =
+        serde_json::from_str(found).map_err(|e| PyValueError::new_err(format!("found: {e}")))?;
+    let o = options(opts)?;
+    let r = py.detach(|| session::analyse_file(&f, &o, threads));
+    serde_json::to_string(&r).map_err(json_error)
+}
+
+/// A run's report (`leakscope.ranks/3`) from its files' rows (JSON list), computed
+/// wherever: outliers flagged, trends drawn.
+#[pyfunction]
+fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
+    let rows: Vec<leakscope::analysis::ranks::RankRow> =
+        serde_json::from_str(rows).map_err(|e| PyValueError::new_err(format!("rows: {e}")))?;
+    let r = session::merge_ranks(&dir, rows, skipped).map_err(session_error)?;
+    serde_json::to_string(&r).map_err(json_error)
+}
+
 /// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text; returns
 /// the report's JSON and its JUnit XML.
 #[pyfunction]
@@ -378,6 +416,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(ranks, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(discover, m)?)?;
+    m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

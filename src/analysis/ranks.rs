@@ -1,12 +1,12 @@
 //! What a whole run's rows say together: ranks whose growth differs from their peers at
 //! the same step, and each rank's memory from one step to the next.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::attribute::Site;
 
 /// One rank at one step.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RankRow {
     /// Rank (null when the name has none).
     pub rank: Option<u64>,

@@ -1,6 +1,6 @@
 //! The one object every report uses to name where memory comes from.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{Frame, Snapshot};
 
@@ -17,7 +17,7 @@ pub const NO_USER_FRAME: &str = "<no user frame>";
 /// other fields are the frame behind it, `null` where the grouping has none (a stack with
 /// no frame; the line for `--by file` and `--by function`; a line the C++ unwinder did not
 /// know).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Site {
     /// Function name.
     pub name: Option<String>,

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A snapshot file found in the directory.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Found {
     /// Path.
     pub file: PathBuf,

@@ -45,7 +45,7 @@ pub use compare::{CompareReport, Unpaired, compare};
 pub use discover::{Found, discover};
 pub use error::SessionError;
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
-pub use ranks::{RanksReport, ranks};
+pub use ranks::{FileRanks, RanksReport, TOP_SUSPECTS, analyse_file, merge_ranks, ranks};
 pub use report::{
     DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
 };

@@ -49,17 +49,34 @@ fn row(f: &Found) -> RankRow {
     }
 }
 
-/// The rows of one file: one per device, or one saying why it could not be read.
-fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
-    // Files are loaded side by side, one per core: no helper threads per load.
+/// What one file gives a run's report: its rows (one per device, or one saying why it
+/// could not be read) and each device's largest suspects (at most [`TOP_SUSPECTS`]).
+/// Small enough to send across a cluster: kilobytes, never the snapshot.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileRanks {
+    /// The rows.
+    pub rows: Vec<RankRow>,
+    /// `(device, suspects)`, largest rate first.
+    pub suspects: Vec<(i64, Vec<crate::analysis::leaks::Growth>)>,
+}
+
+/// Suspects kept per device in [`FileRanks`].
+pub const TOP_SUSPECTS: usize = 5;
+
+/// Analyses one file of a run. `threads`: helper threads for the load (off when files are
+/// loaded side by side, one per core).
+pub fn analyse_file(f: &Found, opts: &Options, threads: bool) -> FileRanks {
     let lo = LoadOptions {
-        threads: false,
+        threads,
         ..LoadOptions::default()
     };
     let failed = |e: SessionError| {
         let mut r = row(f);
         r.error = Some(e.to_string());
-        vec![r]
+        FileRanks {
+            rows: vec![r],
+            suspects: Vec::new(),
+        }
     };
     let s = match Session::open(&f.file, lo) {
         Ok(s) => s,
@@ -70,9 +87,14 @@ fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
         Err(e) => return failed(e),
     };
     if runs.is_empty() {
-        return vec![row(f)]; // nothing recorded: a row of zeros, not an error
+        // Nothing recorded: a row of zeros, not an error.
+        return FileRanks {
+            rows: vec![row(f)],
+            suspects: Vec::new(),
+        };
     }
-    runs.iter_mut()
+    let (rows, suspects) = runs
+        .iter_mut()
         .map(|r| {
             let mut out = row(f);
             out.device = Some(r.device());
@@ -87,23 +109,22 @@ fn analyse(f: &Found, opts: &Options) -> Vec<RankRow> {
                 out.top_suspect = Some(top.site.clone());
                 out.top_suspect_bytes_per_window = top.bytes_per_window;
             }
-            out
+            let mut top = found.suspects;
+            top.truncate(TOP_SUSPECTS);
+            (out, (r.device(), top))
         })
-        .collect()
+        .unzip();
+    FileRanks { rows, suspects }
 }
 
-/// Analyses every snapshot below `dir`.
-pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
-    if !dir.is_dir() {
-        return Err(SessionError::NotADirectory {
-            dir: dir.to_path_buf(),
-        });
-    }
-    let (found, skipped) = discover(dir).map_err(|source| SessionError::Dir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let mut rows: Vec<RankRow> = found.par_iter().flat_map(|f| analyse(f, opts)).collect();
+/// A run's report from its files' rows, wherever they were computed: files that are not
+/// snapshots leave, outliers are flagged, trends drawn. `skipped`: files the listing
+/// already left out.
+pub fn merge_ranks(
+    dir: &Path,
+    mut rows: Vec<RankRow>,
+    skipped: u64,
+) -> Result<RanksReport, SessionError> {
     // JSON files beside the snapshots (ground truth, configs) are not snapshots: skip them.
     let before = rows.len();
     rows.retain(|r| {
@@ -125,4 +146,23 @@ pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
         ranks: rows,
         skipped_files: skipped,
     })
+}
+
+/// Analyses every snapshot below `dir`.
+pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
+    if !dir.is_dir() {
+        return Err(SessionError::NotADirectory {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let (found, skipped) = discover(dir).map_err(|source| SessionError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    // Files are loaded side by side, one per core: no helper threads per load.
+    let rows: Vec<RankRow> = found
+        .par_iter()
+        .flat_map(|f| analyse_file(f, opts, false).rows)
+        .collect();
+    merge_ranks(dir, rows, skipped)
 }
