@@ -1,0 +1,530 @@
+"""``leakscope ranks`` over a Ray cluster, where each node keeps its own snapshots.
+
+verl and similar trainers write one snapshot per rank and step on the node that ran the
+rank (``save_path/step{N}/torch_memory_rank{R}_pid{P}.pickle``), often on a disk only
+that node sees. :func:`ranks` lists the directory on every alive node, analyses each file
+in a task pinned to a node that holds it, and merges the rows on the driver: what crosses
+the network is file lists and each file's rows and top suspects (kilobytes), never a
+snapshot. The merged report is the one ``leakscope ranks DIR --json`` prints for the same
+files on one machine. :func:`export` writes each node's files as Parquet tables.
+
+Needs Ray (``pip install 'leakscope[ray]'``) and leakscope installed on every node.
+
+Example::
+
+    import ray, leakscope.ray
+    ray.init(address="auto")
+    r = leakscope.ray.ranks("/local/verl/memory_snapshots")
+    r.to_pandas().query("outlier")          # the rank that grows unlike its peers
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
+
+from . import _native
+from ._results import Result
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_INSTALL = "leakscope.ray needs Ray: pip install 'leakscope[ray]'"
+
+# A found entry naming no file: analysed on the driver only to check the options.
+_NO_FILE = json.dumps({"file": "", "rank": None, "step": "", "step_order": 0})
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError(_INSTALL) from e
+    return ray
+
+
+class Progress(NamedTuple):
+    """One finished file (or node, for :func:`export`), given to a ``progress`` callback."""
+
+    done: int
+    total: int
+    file: str
+    node_id: str
+    seconds: float
+    error: Optional[str]
+
+
+class FileRun(NamedTuple):
+    """Where and how one file was analysed."""
+
+    file: str
+    node_id: Optional[str]
+    seconds: float
+    bytes_returned: int
+    error: Optional[str]
+
+
+class ClusterRanks(Result):
+    """The run's report (``to_dict()`` is ``leakscope ranks DIR --json``) and how the
+    cluster produced it.
+
+    Attributes: ``files`` (a :class:`FileRun` per file: node, seconds, bytes returned to
+    the driver, error), ``suspects`` (file -> ``[[device, [suspect, ...]], ...]``, each
+    device's largest suspects as the ``leaks`` report writes them), ``nodes`` (the node ids
+    used), ``shared_fs`` (whether every node saw the same files), ``wall_s``.
+    """
+
+    def __init__(self, data: dict, files: List[FileRun], suspects: Dict[str, list],
+                 nodes: List[str], shared_fs: bool, wall_s: float) -> None:
+        super().__init__("ranks", data)
+        self.files = files
+        self.suspects = suspects
+        self.nodes = nodes
+        self.shared_fs = shared_fs
+        self.wall_s = wall_s
+
+    def __repr__(self) -> str:
+        errors = sum(1 for f in self.files if f.error and f.error.startswith("ray: "))
+        return (f"<leakscope ranks result over Ray: {len(self.files)} files on "
+                f"{len(self.nodes)} node(s) in {self.wall_s:.1f} s, {len(self.rows())} rows"
+                f"{f', {errors} lost to Ray' if errors else ''}>")
+
+
+# --- tasks (run on the nodes; plain functions, wrapped with ray.remote when used) -------
+
+
+def _node_id() -> str:
+    import ray
+    return ray.get_runtime_context().get_node_id()
+
+
+def _walk_files(top: str) -> List[str]:
+    """Every non-directory below ``top``, as ``discover`` walks it (symlinked folders
+    followed)."""
+    out = []
+    for dirpath, _dirs, names in os.walk(top, followlinks=True):
+        out += [os.path.join(dirpath, n) for n in names]
+    return out
+
+
+def _list_node(root_abs: str, prefix: str) -> Optional[dict]:
+    """The snapshots below ``root_abs`` as this node sees them (``None``: no such
+    directory here). Paths leave without ``prefix`` (the driver's working directory when
+    the root was given relative), as the command line would name them."""
+    if not os.path.isdir(root_abs):
+        return None
+    found = json.loads(_native.discover(root_abs))
+    files = []
+    seen = set()
+    for f in found["files"]:
+        path = f["file"]
+        seen.add(path)
+        try:
+            st = os.stat(path)
+            size, mtime = st.st_size, st.st_mtime_ns
+        except OSError:
+            size, mtime = -1, -1
+        files.append({**f, "file": path[len(prefix):], "size": size, "mtime_ns": mtime})
+    # The skipped files by name, so that a file two nodes see is counted once (the count
+    # alone when this walk and discover's disagree).
+    skipped = [p[len(prefix):] for p in _walk_files(root_abs) if p not in seen]
+    return {"node": _node_id(), "files": files, "skipped": found["skipped"],
+            "skipped_files": skipped if len(skipped) == found["skipped"] else None}
+
+
+def _local(display: str, prefix: str) -> str:
+    """The path to open here: the name as found when it means the same file from this
+    process's working directory, else the absolute one."""
+    full = prefix + display
+    if os.path.abspath(display) == os.path.abspath(full):
+        return display
+    return full
+
+
+def _analyse_one(found: dict, prefix: str, opts: Dict[str, Any], threads: bool) -> tuple:
+    """One file's rows and top suspects (``analyse_file``'s JSON, with the file named as
+    found), and the seconds it took."""
+    t = time.perf_counter()
+    display = found["file"]
+    path = _local(display, prefix)
+    entry = {k: found[k] for k in ("rank", "step", "step_order")}
+    text = _native.analyse_file(json.dumps({**entry, "file": path}), opts, threads)
+    if path != display:
+        text = text.replace(json.dumps(path)[1:-1], json.dumps(display)[1:-1])
+    return text, time.perf_counter() - t
+
+
+def _export_node(files: List[str], prefix: str, out_dir: str) -> tuple:
+    """Exports this node's files as Parquet into ``out_dir``; returns the export's JSON
+    summary and the seconds it took."""
+    t = time.perf_counter()
+    os.makedirs(out_dir, exist_ok=True)
+    summary = _native.export_parquet([_local(f, prefix) for f in files], out_dir)
+    return summary, time.perf_counter() - t
+
+
+# --- the driver ----------------------------------------------------------------------
+
+
+class _File:
+    __slots__ = ("found", "size", "holders", "tries")
+
+    def __init__(self, found: dict, size: int, holders: List[str]) -> None:
+        self.found = found
+        self.size = size
+        self.holders = holders
+        self.tries = 0
+
+    @property
+    def name(self) -> str:
+        return self.found["file"]
+
+
+def _alive_nodes(ray: Any) -> Dict[str, float]:
+    """Alive node id -> its CPUs, in the order Ray lists them."""
+    return {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0))
+            for n in ray.nodes() if n.get("Alive")}
+
+
+def _pinned(ray: Any, node: str, **kw: Any) -> Dict[str, Any]:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False), **kw}
+
+
+_POLL_S = 10.0
+
+
+def _left(node: str) -> str:
+    return f"ray: NodeDiedError: node {node} left the cluster"
+
+
+def _node_gone(ray: Any, node: str, e: BaseException) -> bool:
+    """Whether a failed task's node left the cluster (the exception may arrive before the
+    cluster marks the node dead: a system error waits a few seconds for it)."""
+    if isinstance(e, ray.exceptions.RayTaskError):
+        return False  # the task's own exception: its node ran it
+    if isinstance(e, ray.exceptions.NodeDiedError):
+        return True
+    deadline = time.monotonic() + 3
+    while True:
+        if node not in _alive_nodes(ray):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _error_text(e: BaseException) -> str:
+    """``ray: <exception type>: <message>`` (the task's own exception when it raised one;
+    the message's first line)."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, BaseException):
+        e = cause
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return f"ray: {type(e).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _roots(root: str) -> tuple:
+    """(the root as the nodes open it, the prefix stripped from what they find)."""
+    if os.path.isabs(root):
+        return root, ""
+    full = os.path.join(os.getcwd(), root)
+    return full, full[: len(full) - len(root)]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _listings(ray: Any, nodes: Dict[str, float], root: str,
+              shared_fs: Optional[bool]) -> tuple:
+    """Lists the run: ``(files, skipped, shared)``, ``files`` a list of :class:`_File`
+    (each distinct file once, with the nodes that hold it)."""
+    root_abs, prefix = _roots(root)
+    if shared_fs:
+        if not os.path.isdir(root):
+            raise ValueError(f"{root} is not a directory")
+        found = json.loads(_native.discover(root))
+        return ([_File(f, _size(f["file"]), list(nodes)) for f in found["files"]],
+                found["skipped"], True)
+
+    lister = ray.remote(_list_node)
+    refs = {lister.options(**_pinned(ray, n, num_cpus=0, max_retries=0)).remote(root_abs, prefix): n
+            for n in nodes}
+    seen: Dict[str, Optional[dict]] = {}
+    for ref, node in refs.items():
+        try:
+            seen[node] = ray.get(ref)
+        except Exception as e:  # a node lost while listing: its files are unknown
+            warnings.warn(f"leakscope.ray: node {node} could not list {root}: {_error_text(e)}",
+                          RuntimeWarning, stacklevel=3)
+    listed = {n: v for n, v in seen.items() if v is not None}
+    if not listed:
+        raise ValueError(f"{root} is not a directory" + (
+            "" if len(seen) < 2 else " on any node"))
+
+    def key(f: dict) -> tuple:
+        return (f["file"], f["size"], f["mtime_ns"])
+
+    sets = [frozenset(key(f) for f in v["files"]) for v in listed.values()]
+    shared = len(seen) > 1 and len(listed) == len(seen) and all(s == sets[0] for s in sets)
+
+    by_key: Dict[Any, _File] = {}
+    files: List[_File] = []
+    for node, v in listed.items():
+        for f in v["files"]:
+            k = key(f) if shared_fs is None else (node, f["file"])
+            if k in by_key:
+                by_key[k].holders.append(node)
+                continue
+            entry = {"file": f["file"], "rank": f["rank"], "step": f["step"],
+                     "step_order": f["step_order"]}
+            by_key[k] = _File(entry, max(f["size"], 0), [node])
+            files.append(by_key[k])
+
+    if shared:
+        skipped = next(iter(listed.values()))["skipped"]
+    elif shared_fs is None and all(v["skipped_files"] is not None for v in listed.values()):
+        skipped = len({p for v in listed.values() for p in v["skipped_files"]})
+    else:
+        skipped = sum(v["skipped"] for v in listed.values())
+    return files, skipped, shared
+
+
+def _order(f: dict) -> tuple:
+    """discover's order: step, rank (none first), the path component by component."""
+    rank = f["rank"]
+    parts = tuple(p for p in f["file"].split("/") if p not in ("", "."))
+    return (f["step_order"], f["step"], rank is not None, rank or 0, parts)
+
+
+def _error_row(f: dict, error: str) -> dict:
+    return {"rank": f["rank"], "step": f["step"], "file": f["file"], "device": None,
+            "peak_requested_bytes": 0, "end_allocated_bytes": 0,
+            "growth_bytes_per_window": 0, "top_suspect": None,
+            "top_suspect_bytes_per_window": 0, "windows": 0, "verdicts": False,
+            "outlier": False, "disagrees": False, "error": error}
+
+
+def _reporter(progress: Union[None, bool, Callable[[Progress], Any]]) -> Optional[Callable]:
+    if callable(progress):
+        return progress
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not progress:
+        return None
+
+    def show(p: Progress) -> None:
+        what = f"error: {p.error}" if p.error else f"{p.seconds:.1f} s"
+        print(f"leakscope.ray: {p.done}/{p.total} {p.file} on node {p.node_id[:8]} ({what})",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def _limits(nodes: Dict[str, float], max_per_node: Optional[int]) -> Dict[str, int]:
+    if max_per_node is not None and max_per_node < 1:
+        raise ValueError(f"max_per_node must be at least 1, not {max_per_node}")
+    return {n: max_per_node or max(1, int(cpus)) for n, cpus in nodes.items()}
+
+
+def ranks(root: PathLike, *, windows: Optional[str] = "auto",
+          shared_fs: Optional[bool] = None, max_per_node: Optional[int] = None,
+          progress: Union[None, bool, Callable[[Progress], Any]] = None,
+          num_cpus: float = 1) -> ClusterRanks:
+    """``leakscope ranks ROOT`` over the Ray cluster this process is connected to (it
+    calls ``ray.init()`` when not yet connected). ``to_dict()`` of the result is what the
+    command line prints with ``--json`` for the same files on one machine.
+
+    - ``root``: the run's directory, the same path on every node (a relative one is taken
+      from this process's working directory, and the rows name files as the command line
+      run from here would).
+    - ``shared_fs``: ``None`` lists ``root`` on every alive node and analyses each distinct
+      file (path, size, modification time) once, on a node that holds it; when every node
+      lists the same files, the work spreads over all of them. ``True``: list once here
+      and spread the work; ``False``: every node analyses everything it lists.
+    - ``max_per_node``: files analysed at once on a node (default: its CPUs). Each
+      analysis holds about half the file's size in memory.
+    - ``progress``: a callable given a :class:`Progress` per finished file, ``True`` to
+      print a line per file on stderr, ``False`` for silence; default: print when stderr
+      is a terminal.
+    - ``num_cpus``: the CPUs each task reserves (``0`` runs beside actors that hold every
+      CPU, bounded by ``max_per_node`` only).
+
+    A file whose task failed (the worker died, the node was lost) keeps its row, with
+    ``error`` set to ``ray: <exception type>: <message>``; a file in flight on a lost node
+    runs again on another node that sees it, when there is one.
+
+    Example::
+
+        r = leakscope.ray.ranks("/local/verl/memory_snapshots", max_per_node=2)
+        r.to_pandas().query("outlier")[["rank", "step", "top_suspect"]]
+    """
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init()
+    started = time.perf_counter()
+    root = os.fspath(root)
+    opts = {} if windows is None else {"windows": windows}
+    _native.analyse_file(_NO_FILE, opts)  # a bad option raises here, not in every task
+
+    nodes = _alive_nodes(ray)
+    files, skipped, shared = _listings(ray, nodes, root, shared_fs)
+    _, prefix = _roots(root)
+    limits = _limits(nodes, max_per_node)
+    analyse = ray.remote(_analyse_one)
+    report = _reporter(progress)
+
+    pending = sorted(files, key=lambda f: -f.size)  # largest first: the last to finish is small
+    alive = set(nodes)
+    busy = {n: 0 for n in nodes}
+    inflight: Dict[Any, tuple] = {}
+    out: Dict[_File, tuple] = {}  # file -> (rows, suspects, FileRun)
+    total = len(files)
+
+    def finish(f: _File, node: Optional[str], rows: list, suspects: list, seconds: float,
+               nbytes: int, error: Optional[str]) -> None:
+        out[f] = (rows, suspects, FileRun(f.name, node, seconds, nbytes, error))
+        if report is not None:
+            report(Progress(len(out), total, f.name, node or "", seconds, error))
+
+    def lost(f: _File, node: Optional[str], error: str) -> None:
+        finish(f, node, [_error_row(f.found, error)], [], 0.0, 0, error)
+
+    def failed(f: _File, node: str, error: str) -> None:
+        if node not in alive and alive.intersection(f.holders) and f.tries < 3:
+            pending.append(f)  # its node left, another one sees the file: run it there
+        else:
+            lost(f, node, error)
+
+    node_errors: Dict[str, str] = {}
+    while pending or inflight:
+        for node in nodes:
+            while node in alive and busy[node] < limits[node]:
+                f = next((f for f in pending if node in f.holders), None)
+                if f is None:
+                    break
+                pending.remove(f)
+                f.tries += 1
+                threads = limits[node] < nodes[node]
+                task = analyse.options(**_pinned(ray, node, max_retries=0,
+                                                 num_cpus=min(num_cpus, nodes[node])))
+                inflight[task.remote(f.found, prefix, opts, threads)] = (f, node)
+                busy[node] += 1
+        for f in [f for f in pending if not alive.intersection(f.holders)]:
+            pending.remove(f)
+            node = f.holders[0]
+            lost(f, node, node_errors.get(node, _left(node)))
+        if not inflight:
+            continue
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_POLL_S)
+        if not ready:
+            # Nothing finished for a while: tasks of a node that left without their
+            # failing are given up here.
+            now = _alive_nodes(ray)
+            for ref, (f, node) in list(inflight.items()):
+                if node not in now:
+                    ray.cancel(ref, force=True)
+                    del inflight[ref]
+                    busy[node] -= 1
+                    alive.discard(node)
+                    failed(f, node, node_errors.setdefault(node, _left(node)))
+            continue
+        for ref in ready:
+            f, node = inflight.pop(ref)
+            busy[node] -= 1
+            try:
+                text, seconds = ray.get(ref)
+            except Exception as e:  # the task died, or its node did
+                error = _error_text(e)
+                if node in alive and _node_gone(ray, node, e):
+                    alive.discard(node)
+                    node_errors[node] = error
+                failed(f, node, error)
+                continue
+            data = json.loads(text)
+            finish(f, node, data["rows"], data["suspects"], seconds,
+                   len(text.encode()), None)
+
+    rows = [r for f in sorted(files, key=lambda f: _order(f.found)) for r in out[f][0]]
+    merged = json.loads(_native.merge_ranks(root, json.dumps(rows), skipped))
+    runs = [out[f][2] for f in files]
+    suspects = {f.name: out[f][1] for f in files if out[f][1]}
+    return ClusterRanks(merged, runs, suspects, list(nodes), shared,
+                        time.perf_counter() - started)
+
+
+def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = None,
+           progress: Union[None, bool, Callable[[Progress], Any]] = None,
+           num_cpus: float = 1) -> List[str]:
+    """Writes the run's Parquet tables (``files``, ``ranks``, ``suspects``, ``top_sites``,
+    ``events``, ``stacks``; docs/schemas.md) on the nodes that hold its files: one task per
+    node exports that node's files into ``out_dir/<node_id>/`` (``out_dir`` as seen on
+    that node: a shared folder, or a local one to collect afterwards). Each file is
+    exported once (``shared_fs`` as in :func:`ranks`; with a shared file system the files
+    are spread over the nodes). Returns the folders written; raises ``RuntimeError``
+    naming each node whose export failed, after the others finished.
+
+    Example::
+
+        dirs = leakscope.ray.export("/local/verl/memory_snapshots", "/shared/leakscope")
+        duckdb.sql("select * from '/shared/leakscope/*/ranks.parquet' where outlier")
+    """
+    ray = _ray()
+    if not hasattr(_native, "export_parquet"):
+        raise NotImplementedError("this build of leakscope has no Parquet export")
+    if not ray.is_initialized():
+        ray.init()
+    root, out_dir = os.fspath(root), os.fspath(out_dir)
+    nodes = _alive_nodes(ray)
+    files, _skipped, _shared = _listings(ray, nodes, root, shared_fs)
+    _, prefix = _roots(root)
+    out_abs = os.path.abspath(out_dir)
+
+    # Each file to the holder with the fewest bytes so far, largest files first.
+    load = {n: 0 for n in nodes}
+    share: Dict[str, List[_File]] = {n: [] for n in nodes}
+    for f in sorted(files, key=lambda f: -f.size):
+        node = min((h for h in f.holders if h in load), key=lambda h: load[h])
+        load[node] += f.size
+        share[node].append(f)
+
+    task = ray.remote(_export_node)
+    refs = {}
+    for node, mine in share.items():
+        if not mine:
+            continue
+        names = [f.name for f in sorted(mine, key=lambda f: _order(f.found))]
+        opts = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
+        refs[task.options(**opts).remote(names, prefix, os.path.join(out_abs, node))] = node
+    report = _reporter(progress)
+    written, failed = [], []
+    remaining = list(refs)
+    while remaining:
+        ready, remaining = ray.wait(remaining, num_returns=1)
+        node = refs[ready[0]]
+        error, seconds = None, 0.0
+        try:
+            _summary, seconds = ray.get(ready[0])
+            written.append(os.path.join(out_dir, node))
+        except Exception as e:
+            error = _error_text(e)
+            failed.append(f"node {node}: {error}")
+        if report is not None:
+            report(Progress(len(written) + len(failed), len(refs),
+                            os.path.join(out_dir, node), node, seconds, error))
+    if failed:
+        err = RuntimeError("leakscope.ray.export: " + "; ".join(failed)
+                           + f" (written: {', '.join(written) or 'none'})")
+        err.written = written  # type: ignore[attr-defined]
+        raise err
+    return sorted(written)
+
+
+__all__ = ["ClusterRanks", "FileRun", "Progress", "export", "ranks"]
+
