@@ -2,7 +2,8 @@
 # Every test: the Rust suite (`cargo test`, arguments passed on), then the Python package
 # built with maturin into a virtualenv (target/py-venv, or $LEAKSCOPE_VENV) and its
 # pytest suite (python/tests). Needs cargo and python3 (3.9 or later) with venv; pip
-# fetches maturin, pytest and pandas from PyPI the first time.
+# fetches maturin, pytest, pandas, ray (leakscope.ray's two-node local cluster) and
+# duckdb (queries of the Parquet export) from PyPI the first time (about 15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,7 @@ echo "== python package (maturin, into $VENV)"
 if [[ ! -x "$VENV/bin/python" ]]; then
     python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas ray duckdb
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 
 echo "== pytest"
