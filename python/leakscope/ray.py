@@ -157,12 +157,12 @@ def _analyse_one(found: dict, prefix: str, opts: Dict[str, Any], threads: bool) 
     return text, time.perf_counter() - t
 
 
-def _export_node(files: List[str], prefix: str, out_dir: str) -> tuple:
-    """Exports this node's files as Parquet into ``out_dir``; returns the export's JSON
-    summary and the seconds it took."""
+def _export_node(paths: List[str], prefix: str, out_dir: str) -> tuple:
+    """Exports ``paths`` (the run's directory, or this node's files) as Parquet into
+    ``out_dir``; returns the export's JSON summary and the seconds it took."""
     t = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
-    summary = _native.export_parquet([_local(f, prefix) for f in files], out_dir)
+    summary = _native.export_parquet([_local(p, prefix) for p in paths], out_dir)
     return summary, time.perf_counter() - t
 
 
@@ -463,12 +463,20 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
            progress: Union[None, bool, Callable[[Progress], Any]] = None,
            num_cpus: float = 1) -> List[str]:
     """Writes the run's Parquet tables (``files``, ``ranks``, ``suspects``, ``top_sites``,
-    ``events``, ``stacks``; docs/schemas.md) on the nodes that hold its files: one task per
-    node exports that node's files into ``out_dir/<node_id>/`` (``out_dir`` as seen on
-    that node: a shared folder, or a local one to collect afterwards). Each file is
-    exported once (``shared_fs`` as in :func:`ranks`; with a shared file system the files
-    are spread over the nodes). Returns the folders written; raises ``RuntimeError``
-    naming each node whose export failed, after the others finished.
+    ``events``, ``stacks``; docs/schemas.md) on the nodes that hold its files, each file
+    once: one task per node exports into ``out_dir/<node_id>/`` (``out_dir`` as that node
+    sees it: a shared folder, or a local one to collect afterwards).
+
+    Files are listed as :func:`ranks` lists them (``shared_fs`` likewise). A node exports
+    ``root`` itself when it is to export everything it sees there (node-local disks), so
+    the tables carry the rank and step of each file and skip what is not a snapshot; with
+    a shared file system one node exports the whole directory (the export uses every core
+    of that node). Only when nodes share some files and not others does a node export its
+    files by name (``rank`` and ``step`` null then). The ``outlier`` column of each node's
+    ``ranks`` table compares that node's files; :func:`ranks` compares the whole run.
+
+    Returns the folders written; raises ``RuntimeError`` naming each node whose export
+    failed, after the others finished.
 
     Example::
 
@@ -477,33 +485,40 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
     """
     ray = _ray()
     if not hasattr(_native, "export_parquet"):
-        raise NotImplementedError("this build of leakscope has no Parquet export")
+        raise NotImplementedError("this build of leakscope has no Parquet export "
+                                  "(_native.export_parquet)")
     if not ray.is_initialized():
         ray.init()
     root, out_dir = os.fspath(root), os.fspath(out_dir)
     nodes = _alive_nodes(ray)
-    files, _skipped, _shared = _listings(ray, nodes, root, shared_fs)
+    files, _skipped, shared = _listings(ray, nodes, root, shared_fs)
     _, prefix = _roots(root)
     out_abs = os.path.abspath(out_dir)
 
-    # Each file to the holder with the fewest bytes so far, largest files first.
-    load = {n: 0 for n in nodes}
     share: Dict[str, List[_File]] = {n: [] for n in nodes}
-    for f in sorted(files, key=lambda f: -f.size):
-        node = min((h for h in f.holders if h in load), key=lambda h: load[h])
-        load[node] += f.size
-        share[node].append(f)
+    if shared:
+        here = ray.get_runtime_context().get_node_id()
+        share[here if here in nodes else next(iter(nodes))] = list(files)
+    else:
+        # Each file to the holder with the fewest bytes so far, largest files first.
+        load = {n: 0 for n in nodes}
+        for f in sorted(files, key=lambda f: -f.size):
+            node = min((h for h in f.holders if h in load), key=lambda h: load[h])
+            load[node] += f.size
+            share[node].append(f)
 
     task = ray.remote(_export_node)
     refs = {}
     for node, mine in share.items():
         if not mine:
             continue
-        names = [f.name for f in sorted(mine, key=lambda f: _order(f.found))]
+        whole = len(mine) == sum(1 for f in files if node in f.holders)
+        inputs = [root] if whole else [f.name for f in sorted(mine, key=lambda f: _order(f.found))]
         opts = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
-        refs[task.options(**opts).remote(names, prefix, os.path.join(out_abs, node))] = node
+        refs[task.options(**opts).remote(inputs, prefix, os.path.join(out_abs, node))] = node
     report = _reporter(progress)
-    written, failed = [], []
+    written: List[str] = []
+    failed: List[str] = []
     remaining = list(refs)
     while remaining:
         ready, remaining = ray.wait(remaining, num_returns=1)

@@ -352,15 +352,80 @@ def test_without_ray_the_import_error_says_how_to_install(monkeypatch):
         lray.ranks(VERL)
 
 
-@pytest.mark.skipif(not hasattr(leakscope._native, "export_parquet"),
-                    reason="this build has no _native.export_parquet (the Parquet export)")
-def test_export_writes_each_nodes_files_once(cluster, tmp_path):
+needs_export = pytest.mark.skipif(
+    not hasattr(leakscope._native, "export_parquet"),
+    reason="this build has no _native.export_parquet (the Parquet export)")
+
+
+@needs_export
+def test_export_on_a_shared_file_system_writes_the_directory_once(cluster, tmp_path):
     duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
     out = tmp_path / "parquet"
     dirs = lray.export(VERL, out, progress=False)
-    assert dirs and all(Path(d).parent == out for d in dirs)
-    assert {Path(d).name for d in dirs} <= set(alive_nodes())
-    files = duckdb.sql(f"select file from read_parquet('{out}/*/ranks.parquet')").fetchall()
-    names = [f for (f,) in files]
-    expected = [x["file"] for x in leakscope.ranks(VERL).to_dict()["ranks"]]
-    assert sorted(set(names)) == sorted(set(expected))
+    assert len(dirs) == 1 and Path(dirs[0]).parent == out
+    assert Path(dirs[0]).name in alive_nodes()
+    single = tmp_path / "single"
+    summary = json.loads(leakscope._native.export_parquet([str(VERL)], str(single)))
+    con = duckdb.connect()
+    for t in summary["tables"]:
+        name = t["table"]
+        a, b = f"{dirs[0]}/{name}.parquet", f"{single}/{name}.parquet"
+        (diff,) = con.execute(f"""select count(*) from (
+            (select * from '{a}' except all select * from '{b}') union all
+            (select * from '{b}' except all select * from '{a}'))""").fetchone()
+        assert diff == 0, name
+        (n,) = con.execute(f"select count(*) from '{a}'").fetchone()
+        assert n == t["rows"]
+
+
+def _split_listing(monkeypatch, holds):
+    """Node-local disks on one machine: each node lists only the files ``holds(node
+    index, file)`` says it has."""
+    order = alive_nodes()
+
+    def listing(root_abs, prefix):
+        import ray as ray_
+        from leakscope.ray import _list_node
+        i = order.index(ray_.get_runtime_context().get_node_id())
+        out = _list_node(root_abs, prefix)
+        out["files"] = [f for f in out["files"] if holds(i, f["file"])]
+        out["skipped_files"] = []
+        return out
+
+    monkeypatch.setattr(lray, "_list_node", listing)
+    return order
+
+
+def _recorded_exports(monkeypatch, log):
+    def recording(paths, prefix, out_dir):
+        with open(log, "a") as f:
+            f.write(json.dumps([os.path.basename(out_dir), paths]) + "\n")
+        return "{}", 0.0  # the files are not really node-local here: nothing to write
+
+    monkeypatch.setattr(lray, "_export_node", recording)
+
+
+@needs_export
+def test_export_on_node_local_disks(cluster, monkeypatch, tmp_path):
+    """Each node exports the directory it holds (so the tables have ranks and steps);
+    where nodes share some files, each file still goes to one node only."""
+    files = [f["file"] for f in json.loads(leakscope._native.discover(str(VERL)))["files"]]
+    log = tmp_path / "exports.log"
+    _recorded_exports(monkeypatch, log)
+
+    order = _split_listing(monkeypatch, lambda i, f: ("/step2/" in f) == (i == 1))
+    dirs = lray.export(VERL, tmp_path / "out", progress=False)
+    assert dirs == sorted(str(tmp_path / "out" / n) for n in order)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(calls) == sorted([n, [str(VERL)]] for n in order)
+
+    log.unlink()
+    _split_listing(monkeypatch, lambda i, f: i == 0 or "/step2/" in f)  # step2 on both
+    lray.export(VERL, tmp_path / "out2", progress=False)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    exported = []
+    for node, paths in calls:
+        held = files if order.index(node) == 0 else [f for f in files if "/step2/" in f]
+        exported += held if paths == [str(VERL)] else paths
+        assert set(paths) <= set(held) or paths == [str(VERL)]
+    assert sorted(exported) == sorted(files), "a file exported twice, or not at all"
