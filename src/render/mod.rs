@@ -10,6 +10,7 @@ pub mod json;
 pub mod junit;
 pub mod leaks;
 pub mod oom;
+pub mod parquet;
 pub mod ranks;
 pub mod segments;
 pub mod summary;
