@@ -20,6 +20,7 @@ mod check;
 mod compare;
 mod discover;
 mod error;
+mod export;
 mod options;
 mod ranks;
 mod report;
@@ -44,6 +45,7 @@ pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareReport, Unpaired, compare};
 pub use discover::{Found, discover};
 pub use error::SessionError;
+pub use export::{ExportError, ExportOptions, ExportSummary, Failed, TableSummary, export_parquet};
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
 pub use ranks::{FileRanks, RanksReport, TOP_SUSPECTS, analyse_file, merge_ranks, ranks};
 pub use report::{

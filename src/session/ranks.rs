@@ -12,6 +12,8 @@ use super::discover::{Found, discover};
 use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
+use super::run::DeviceRun;
+use crate::analysis::leaks::DeviceLeaks;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
 use crate::load::LoadOptions;
 
@@ -30,7 +32,8 @@ pub struct RanksReport {
     pub skipped_files: u64,
 }
 
-fn row(f: &Found) -> RankRow {
+/// A row of `f` with nothing found yet (no device, zeros).
+pub(crate) fn row(f: &Found) -> RankRow {
     RankRow {
         rank: f.rank,
         step: f.step.clone(),
@@ -96,25 +99,31 @@ pub fn analyse_file(f: &Found, opts: &Options, threads: bool) -> FileRanks {
     let (rows, suspects) = runs
         .iter_mut()
         .map(|r| {
-            let mut out = row(f);
-            out.device = Some(r.device());
-            out.peak_requested_bytes = r.replay.peak().1;
-            out.end_allocated_bytes = r.view.allocated_bytes();
             let found = r.find_leaks();
-            out.windows = found.windows.count;
-            out.verdicts = found.windows.verdicts;
-            out.disagrees = crate::replay::Consistency::of(&r.view, &r.replay).disagrees();
-            out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
-            if let Some(top) = found.suspects.first() {
-                out.top_suspect = Some(top.site.clone());
-                out.top_suspect_bytes_per_window = top.bytes_per_window;
-            }
+            let out = device_row(f, r, &found);
             let mut top = found.suspects;
             top.truncate(TOP_SUSPECTS);
             (out, (r.device(), top))
         })
         .unzip();
     FileRanks { rows, suspects }
+}
+
+/// The row of one device of `f`, from its run and what the leak finder found on it.
+pub(crate) fn device_row(f: &Found, r: &DeviceRun, found: &DeviceLeaks) -> RankRow {
+    let mut out = row(f);
+    out.device = Some(r.device());
+    out.peak_requested_bytes = r.replay.peak().1;
+    out.end_allocated_bytes = r.view.allocated_bytes();
+    out.windows = found.windows.count;
+    out.verdicts = found.windows.verdicts;
+    out.disagrees = crate::replay::Consistency::of(&r.view, &r.replay).disagrees();
+    out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
+    if let Some(top) = found.suspects.first() {
+        out.top_suspect = Some(top.site.clone());
+        out.top_suspect_bytes_per_window = top.bytes_per_window;
+    }
+    out
 }
 
 /// A run's report from its files' rows, wherever they were computed: files that are not

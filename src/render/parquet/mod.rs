@@ -14,6 +14,7 @@ pub mod files;
 pub mod ranks;
 pub mod stacks;
 pub mod suspects;
+mod text;
 pub mod top_sites;
 
 use std::io::Write;
@@ -31,6 +32,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 use rayon::prelude::*;
 
 pub use columns::FileKey;
+pub use text::text;
 
 /// The key-value metadata key naming a file's table schema and its version.
 pub const SCHEMA_KEY: &str = "leakscope_schema";

@@ -1,0 +1,524 @@
+//! `export --parquet`: files and run directories into six Parquet tables (files, ranks,
+//! suspects, top sites, events, stacks; `render::parquet` builds and writes them).
+//!
+//! Each file is loaded once. Its devices are replayed once for the rank rows, the
+//! suspects and the holders at the end, the peak and the OOM, while its summary, events
+//! and stacks are turned into columns and written. Files are loaded side by side, one per
+//! core, and written in the order given (a directory's files in the order `ranks` lists
+//! them). A file that cannot be read is a `ranks` row with its error and nothing else;
+//! the export goes on with the others.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::Session;
+use super::discover::{Found, discover};
+use super::error::SessionError;
+use super::options::Options;
+use super::ranks::{device_row, merge_ranks, row};
+use crate::analysis::leaks::Growth;
+use crate::analysis::point;
+use crate::analysis::ranks::{RankRow, flag_outliers};
+use crate::analysis::top::{self, DeviceTop};
+use crate::load::LoadOptions;
+use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
+
+/// Schema of [`ExportSummary`]'s JSON.
+pub const SCHEMA: &str = "leakscope.export/1";
+
+/// How files are analysed and loaded for an export.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ExportOptions {
+    /// The analyses' options (windows, grouping, filters), as for `ranks`.
+    pub analysis: Options,
+    /// Largest decompressed size accepted for `.gz` / `.zst` input.
+    pub max_decompressed_bytes: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            analysis: Options::default(),
+            max_decompressed_bytes: crate::load::default_max_decompressed_bytes(),
+        }
+    }
+}
+
+/// Why an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The output directory cannot be created.
+    #[error("cannot create the output directory {}: {source}", dir.display())]
+    OutDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A table's file cannot be created or written.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A table cannot be encoded or written.
+    #[error("{}: {source}", path.display())]
+    Table {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: TableError,
+    },
+    /// No input could be read. The tables are written all the same (the `ranks` table
+    /// holds each input's error).
+    #[error("no file could be read: {}", errors.join("; "))]
+    NothingRead {
+        /// Each input's error.
+        errors: Vec<String>,
+    },
+}
+
+/// One table written.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableSummary {
+    /// The table (`events`).
+    pub table: &'static str,
+    /// Its file.
+    pub path: String,
+    /// Its schema name (`leakscope.parquet.events/1`), as in the file's metadata.
+    pub schema: String,
+    /// Rows written.
+    pub rows: u64,
+}
+
+/// An input that could not be read, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failed {
+    /// The file (or directory).
+    pub file: String,
+    /// Why.
+    pub error: String,
+}
+
+/// What an export wrote (`leakscope.export/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportSummary {
+    /// Schema name.
+    pub schema: &'static str,
+    /// The output directory.
+    pub out_dir: String,
+    /// Snapshot files read.
+    pub files_read: u64,
+    /// Inputs that could not be read (each a `ranks` row with its error).
+    pub failed: Vec<Failed>,
+    /// Files of run directories skipped as not snapshots.
+    pub skipped_files: u64,
+    /// The tables, in their documented order.
+    pub tables: Vec<TableSummary>,
+}
+
+/// Files given by name, or the files of one run directory: the rows `ranks` flags
+/// outliers among.
+struct Group {
+    /// The directory (`None`: the files given by name).
+    dir: Option<PathBuf>,
+    /// Files of run directories skipped as not snapshots.
+    skipped: u64,
+    /// The rows (filled as files are analysed).
+    rows: Vec<RankRow>,
+    /// Why the directory could not be listed.
+    error: Option<String>,
+}
+
+/// One file to export and the group it belongs to.
+struct Unit {
+    found: Found,
+    group: usize,
+}
+
+/// A plain file's entry: no rank, no step.
+fn named(path: &Path) -> Found {
+    Found {
+        file: path.to_path_buf(),
+        rank: None,
+        step: String::new(),
+        step_order: 0,
+    }
+}
+
+fn error_row(found: &Found, error: String) -> RankRow {
+    let mut r = row(found);
+    r.error = Some(error);
+    r
+}
+
+/// The groups and files of the inputs: a directory's files as `ranks` finds them, the
+/// files given by name in one group of their own.
+fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
+    let mut groups = vec![Group {
+        dir: None,
+        skipped: 0,
+        rows: Vec::new(),
+        error: None,
+    }];
+    let mut units = Vec::new();
+    for p in paths {
+        if !p.is_dir() {
+            units.push(Unit {
+                found: named(p),
+                group: 0,
+            });
+            continue;
+        }
+        let g = groups.len();
+        let mut group = Group {
+            dir: Some(p.clone()),
+            skipped: 0,
+            rows: Vec::new(),
+            error: None,
+        };
+        match discover(p) {
+            Ok((found, skipped)) => {
+                group.skipped = skipped;
+                units.extend(found.into_iter().map(|found| Unit { found, group: g }));
+            }
+            Err(source) => {
+                let e = SessionError::Dir {
+                    dir: p.clone(),
+                    source,
+                };
+                group.error = Some(e.to_string());
+            }
+        }
+        groups.push(group);
+    }
+    (groups, units)
+}
+
+/// What the analyses give of one file: rank rows, each device's suspects, and each
+/// device's holders at each point that exists on it.
+type Analysis = (
+    Vec<RankRow>,
+    Vec<(i64, Vec<Growth>)>,
+    Vec<(&'static str, DeviceTop)>,
+);
+
+fn analyse(s: &Session, f: &Found, opts: &Options) -> Result<Analysis, SessionError> {
+    let mut runs = s.runs(opts)?;
+    if runs.is_empty() {
+        // Nothing recorded: a row of zeros, as `ranks` gives.
+        return Ok((vec![row(f)], Vec::new(), Vec::new()));
+    }
+    s.cut_windows(&mut runs, opts)?;
+    let snap = s.snapshot();
+    let per_device: Vec<_> = runs
+        .par_iter_mut()
+        .map(|r| {
+            let found = r.find_leaks();
+            let rank_row = device_row(f, r, &found);
+            let tops: Vec<(&'static str, DeviceTop)> = tables::top_sites::POINTS
+                .iter()
+                .filter_map(|&(at, name)| {
+                    let p = point::resolve(snap, &r.replay, at).ok()?;
+                    Some((name, top::top(&r.replay, p, &mut r.attr, usize::MAX)))
+                })
+                .collect();
+            (rank_row, (r.device(), found.suspects), tops)
+        })
+        .collect();
+    let mut out: Analysis = (Vec::new(), Vec::new(), Vec::new());
+    for (r, s, t) in per_device {
+        out.0.push(r);
+        out.1.push(s);
+        out.2.extend(t);
+    }
+    Ok(out)
+}
+
+/// A file of the round loaded, or why it could not be.
+type Loaded = Result<Session, String>;
+
+fn open(f: &Found, opts: &ExportOptions, threads: bool) -> Loaded {
+    let lo = LoadOptions {
+        max_decompressed_bytes: opts.max_decompressed_bytes,
+        threads,
+        ..LoadOptions::default()
+    };
+    Session::open(&f.file, lo).map_err(|e| e.to_string())
+}
+
+/// How a file's rows name it.
+fn key<'a>(s: &'a Session, u: &'a Unit, groups: &[Group]) -> FileKey<'a> {
+    FileKey {
+        file: s.name(),
+        rank: u.found.rank,
+        step: groups[u.group]
+            .dir
+            .is_some()
+            .then_some(u.found.step.as_str()),
+    }
+}
+
+/// Writes the summary, events and stacks of a loaded file, straight from the model (the
+/// events while the stacks and the summary are built).
+fn write_model(
+    w: &mut Writers,
+    s: &Session,
+    key: &FileKey,
+    path: &Path,
+) -> Result<(), ExportError> {
+    let snap = s.snapshot();
+    let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    let (events, others) = rayon::join(
+        || tables::events::batches_of(key, snap),
+        || -> Result<_, TableError> {
+            Ok((
+                tables::files::batch_of(key, &s.summary(), file_bytes)?,
+                tables::stacks::batch_of(key, snap)?,
+            ))
+        },
+    );
+    let (files, stacks) = w.built(Table::Files, others)?;
+    for e in w.built(Table::Events, events)? {
+        w.write(Table::Events, &e)?;
+    }
+    w.write(Table::Files, &files)?;
+    w.write(Table::Stacks, &stacks)
+}
+
+/// Writes a file's suspects and holders.
+fn write_analysis(w: &mut Writers, key: &FileKey, a: &Analysis) -> Result<(), ExportError> {
+    let suspects: Vec<(i64, &[Growth])> = a.1.iter().map(|(d, g)| (*d, g.as_slice())).collect();
+    let tops: Vec<(&str, &DeviceTop)> = a.2.iter().map(|(p, t)| (*p, t)).collect();
+    let b = w.built(Table::Suspects, tables::suspects::batch_of(key, &suspects))?;
+    w.write(Table::Suspects, &b)?;
+    let b = w.built(Table::TopSites, tables::top_sites::batch_of(key, &tops))?;
+    w.write(Table::TopSites, &b)
+}
+
+/// The six tables' writers, each on its file in the output directory.
+struct Writers {
+    out_dir: PathBuf,
+    writers: Vec<TableWriter<BufWriter<File>>>,
+}
+
+impl Writers {
+    fn create(out_dir: &Path) -> Result<Writers, ExportError> {
+        std::fs::create_dir_all(out_dir).map_err(|source| ExportError::OutDir {
+            dir: out_dir.to_path_buf(),
+            source,
+        })?;
+        let writers = Table::ALL
+            .iter()
+            .map(|&t| {
+                let path = out_dir.join(t.file_name());
+                let file = File::create(&path).map_err(|source| ExportError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                TableWriter::new(t, BufWriter::with_capacity(1 << 20, file))
+                    .map_err(|source| ExportError::Table { path, source })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Writers {
+            out_dir: out_dir.to_path_buf(),
+            writers,
+        })
+    }
+
+    fn write(&mut self, table: Table, batch: &RecordBatch) -> Result<(), ExportError> {
+        let i = Table::ALL.iter().position(|t| *t == table).unwrap_or(0);
+        let path = self.out_dir.join(table.file_name());
+        self.writers[i]
+            .write(batch)
+            .map_err(|source| ExportError::Table { path, source })
+    }
+
+    /// `r`, or the export's error naming the table's file.
+    fn built<T>(&self, table: Table, r: Result<T, TableError>) -> Result<T, ExportError> {
+        r.map_err(|source| ExportError::Table {
+            path: self.out_dir.join(table.file_name()),
+            source,
+        })
+    }
+
+    fn finish(self) -> Result<Vec<TableSummary>, ExportError> {
+        let out_dir = self.out_dir;
+        self.writers
+            .into_iter()
+            .map(|w| {
+                let table = w.table();
+                let path = out_dir.join(table.file_name());
+                let (out, rows) = w.finish().map_err(|source| ExportError::Table {
+                    path: path.clone(),
+                    source,
+                })?;
+                out.into_inner()
+                    .map_err(|e| e.into_error())
+                    .and_then(|mut f| f.flush())
+                    .map_err(|source| ExportError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                Ok(TableSummary {
+                    table: table.name(),
+                    path: path.display().to_string(),
+                    schema: table.schema_name(),
+                    rows,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Exports `paths` (snapshot files, and run directories whose snapshots are found as
+/// `ranks` finds them) into `out_dir`, one Parquet file per table (docs/schemas.md).
+///
+/// The `ranks` table flags outliers as `ranks` does: among each directory's files (its
+/// non-snapshot files skipped), and among the files given by name (whose `rank` and
+/// `step` are null). An input that cannot be read is a `ranks` row with its error and
+/// no other row; when none could be read the tables are still written and the result is
+/// [`ExportError::NothingRead`]. A file that loads but cannot be analysed with
+/// `opts.analysis` (a device it does not have) keeps its `files`, `events` and `stacks`
+/// rows, its `ranks` row says why.
+///
+/// ```
+/// use leakscope::session::{ExportOptions, export_parquet};
+/// let out = std::env::temp_dir().join(format!("leakscope-doc-export-{}", std::process::id()));
+/// let run = ["fixtures/scenarios/verl_ranks".into()];
+/// let written = export_parquet(&run, &out, &ExportOptions::default())?;
+/// assert_eq!(written.files_read, 8);
+/// assert_eq!(written.tables[4].table, "events");
+/// assert!(out.join("events.parquet").is_file());
+/// # std::fs::remove_dir_all(&out).ok();
+/// # Ok::<(), leakscope::session::ExportError>(())
+/// ```
+pub fn export_parquet(
+    paths: &[PathBuf],
+    out_dir: &Path,
+    opts: &ExportOptions,
+) -> Result<ExportSummary, ExportError> {
+    let (mut groups, units) = expand(paths);
+    let mut writers = Writers::create(out_dir)?;
+    let mut files_read = 0u64;
+    // A core's worth of files at a time: loaded side by side, then analysed while their
+    // summaries, events and stacks are written in order (each row group's columns encoded
+    // in parallel), then their findings written. A lone file's load gets helper threads.
+    let per_round = rayon::current_num_threads().max(1);
+    let threads = units.len() == 1;
+    for round in units.chunks(per_round) {
+        let loaded: Vec<Loaded> = round
+            .par_iter()
+            .map(|u| open(&u.found, opts, threads))
+            .collect();
+        let (analyses, written) = rayon::join(
+            || {
+                loaded
+                    .par_iter()
+                    .zip(round)
+                    .map(|(s, u)| {
+                        s.as_ref()
+                            .ok()
+                            .map(|s| analyse(s, &u.found, &opts.analysis))
+                    })
+                    .collect::<Vec<_>>()
+            },
+            || -> Result<(), ExportError> {
+                for (s, u) in loaded.iter().zip(round) {
+                    if let Ok(s) = s {
+                        write_model(&mut writers, s, &key(s, u, &groups), &u.found.file)?;
+                    }
+                }
+                Ok(())
+            },
+        );
+        written?;
+        for ((s, u), a) in loaded.iter().zip(round).zip(analyses) {
+            let rows = match (s, a) {
+                (Err(e), _) => vec![error_row(&u.found, e.clone())],
+                (Ok(_), Some(Err(e))) => vec![error_row(&u.found, e.to_string())],
+                (Ok(s), Some(Ok(a))) => {
+                    write_analysis(&mut writers, &key(s, u, &groups), &a)?;
+                    a.0
+                }
+                (Ok(_), None) => Vec::new(),
+            };
+            if s.is_ok() {
+                files_read += 1;
+            }
+            groups[u.group].rows.extend(rows);
+        }
+    }
+    let mut failed = Vec::new();
+    let mut skipped_files = 0;
+    for g in groups {
+        let steps = g.dir.is_some();
+        let rows = match g.dir {
+            None => {
+                let mut rows = g.rows;
+                flag_outliers(&mut rows);
+                rows
+            }
+            Some(dir) => match g.error {
+                // A directory that cannot be listed: its error is its only row.
+                Some(e) => vec![error_row(&named(&dir), e)],
+                None => match merge_ranks(&dir, g.rows, g.skipped) {
+                    Ok(r) => {
+                        skipped_files += r.skipped_files;
+                        r.ranks
+                    }
+                    Err(e) => vec![error_row(&named(&dir), e.to_string())],
+                },
+            },
+        };
+        let mut seen = std::collections::HashSet::new();
+        for r in &rows {
+            if let Some(e) = &r.error
+                && seen.insert(r.file.as_str())
+            {
+                failed.push(Failed {
+                    file: r.file.clone(),
+                    error: e.clone(),
+                });
+            }
+        }
+        if !rows.is_empty() {
+            let b = tables::ranks::batch_of(&rows, steps).map_err(|source| ExportError::Table {
+                path: out_dir.join(Table::Ranks.file_name()),
+                source,
+            })?;
+            writers.write(Table::Ranks, &b)?;
+        }
+    }
+    let tables = writers.finish()?;
+    if files_read == 0 {
+        return Err(ExportError::NothingRead {
+            errors: failed
+                .iter()
+                .map(|f| {
+                    if f.error.contains(&f.file) {
+                        f.error.clone()
+                    } else {
+                        format!("{}: {}", f.file, f.error)
+                    }
+                })
+                .collect(),
+        });
+    }
+    Ok(ExportSummary {
+        schema: SCHEMA,
+        out_dir: out_dir.display().to_string(),
+        files_read,
+        failed,
+        skipped_files,
+        tables,
+    })
+}
