@@ -46,6 +46,8 @@ pub enum Command {
     Report(ReportCmd),
     /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
     Convert(ConvertCmd),
+    /// Export files and run directories as Parquet tables (files, ranks, suspects, top sites, events, stacks)
+    Export(ExportCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -246,6 +248,25 @@ pub struct ConvertCmd {
     pub input: PathBuf,
     /// Output file: `.msgpack` writes the cache, `.json` snapshot-shaped JSON
     pub output: PathBuf,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// Export files and run directories as Parquet tables (files, ranks, suspects, top sites, events, stacks)
+#[derive(clap::Args)]
+pub struct ExportCmd {
+    /// Snapshot files, and run directories (their snapshots found as `ranks` finds them)
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Write the tables here, one Parquet file each (created if missing; files replaced)
+    #[arg(long, value_name = "OUT_DIR")]
+    pub parquet: PathBuf,
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
+    #[arg(long, default_value = "auto")]
+    pub windows: WindowSpec,
+    /// Print what was written as JSON (schema leakscope.export/1)
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub load: LoadArgs,
 }

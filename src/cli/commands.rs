@@ -237,3 +237,18 @@ impl ConvertCmd {
         Ok(())
     }
 }
+
+impl ExportCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let mut opts = session::ExportOptions::default();
+        opts.analysis.windows = self.windows.clone();
+        opts.max_decompressed_bytes = self.load.max_decompressed_bytes;
+        let written = match session::export_parquet(&self.paths, &self.parquet, &opts) {
+            Err(e @ session::ExportError::NothingRead { .. }) => {
+                return Err(Usage(e.to_string()).into());
+            }
+            other => other?,
+        };
+        emit(self.json, &written, |w| render::parquet::text(w, style))
+    }
+}

@@ -38,6 +38,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Flamegraph(c) => c.run(),
         Command::Report(c) => c.run(),
         Command::Convert(c) => c.run(),
+        Command::Export(c) => c.run(style),
         Command::Completions { shell } => {
             let mut c = Cli::command();
             clap_complete::generate(shell, &mut c, "leakscope", &mut std::io::stdout());
