@@ -14,7 +14,7 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{FileKey, dict_field, file_column, file_field};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::model::{Action, Snapshot, Trace, flags};
 
 /// The table's schema.
@@ -94,6 +94,7 @@ fn device_batch(
     let stack: Vec<u32> = t.stack.iter().map(|s| s.0).collect();
     batch(
         Table::Events,
+        schema(),
         vec![
             file_column(key.file, n),
             Arc::new(Int64Array::from(vec![device; n])),

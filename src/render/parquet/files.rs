@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, UI
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{FileKey, file_column, file_field};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::analysis::summary::Summary;
 
 /// The table's schema.
@@ -67,6 +67,7 @@ pub fn batch_of(key: &FileKey, s: &Summary, file_bytes: u64) -> Result<RecordBat
     };
     batch(
         Table::Files,
+        schema(),
         vec![
             file_column(key.file, n),
             Arc::new(UInt64Array::from(vec![key.rank; n])),

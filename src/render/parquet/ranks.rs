@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{file_field, file_values};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::analysis::ranks::RankRow;
 
 /// The table's schema.
@@ -41,6 +41,7 @@ pub fn batch_of(rows: &[RankRow], steps: bool) -> Result<RecordBatch, TableError
     };
     batch(
         Table::Ranks,
+        schema(),
         vec![
             file_values(rows.iter().map(|r| r.file.as_str())),
             Arc::new(UInt64Array::from_iter(rows.iter().map(|r| r.rank))),

@@ -10,7 +10,7 @@ use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use super::columns::{FileKey, dict_field, file_column, file_field};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::model::{Snapshot, StackId, StrId};
 
 /// The table's schema.
@@ -60,6 +60,7 @@ pub fn batch_of(key_: &FileKey, snap: &Snapshot) -> Result<RecordBatch, TableErr
     };
     batch(
         Table::Stacks,
+        schema(),
         vec![
             file_column(key_.file, n),
             Arc::new(UInt32Array::from(stack_id)),

@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{FileKey, file_column, file_field, site_columns, site_fields};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::analysis::leaks::Growth;
 
 /// The table's schema.
@@ -51,5 +51,5 @@ pub fn batch_of(key: &FileKey, devices: &[(i64, &[Growth])]) -> Result<RecordBat
         u64s(|g| g.retained_bytes),
         u64s(|g| g.bytes_at_end),
     ]);
-    batch(Table::Suspects, columns)
+    batch(Table::Suspects, schema(), columns)
 }

@@ -7,7 +7,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{FileKey, file_column, file_field, site_columns, site_fields};
-use super::{Table, TableError, batch};
+use super::table::{Table, TableError, batch};
 use crate::analysis::At;
 use crate::analysis::top::{DeviceTop, TopRow};
 
@@ -50,5 +50,5 @@ pub fn batch_of(key: &FileKey, tops: &[(&str, &DeviceTop)]) -> Result<RecordBatc
             rows.iter().map(|r| r.2.blocks),
         )),
     ]);
-    batch(Table::TopSites, columns)
+    batch(Table::TopSites, schema(), columns)
 }
