@@ -15,6 +15,7 @@ mod layout;
 mod leaks;
 mod memory;
 mod oom;
+mod parquet;
 mod ranks;
 mod replay;
 mod report;
