@@ -362,6 +362,22 @@ fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
     serde_json::to_string(&r).map_err(json_error)
 }
 
+/// Files and run directories into Parquet tables in `out_dir` (`leakscope export
+/// --parquet`); returns what was written as JSON (`leakscope.export/1`: the tables with
+/// their row counts, the files read and those that could not be).
+#[pyfunction]
+fn export_parquet(py: Python<'_>, paths: Vec<PathBuf>, out_dir: PathBuf) -> PyResult<String> {
+    let r =
+        py.detach(|| session::export_parquet(&paths, &out_dir, &session::ExportOptions::default()));
+    match r {
+        Ok(written) => serde_json::to_string(&written).map_err(json_error),
+        Err(e @ session::ExportError::NothingRead { .. }) => {
+            Err(SnapshotError::new_err(e.to_string()))
+        }
+        Err(e) => Err(PyRuntimeError::new_err(e.to_string())),
+    }
+}
+
 /// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text; returns
 /// the report's JSON and its JUnit XML.
 #[pyfunction]
@@ -419,6 +435,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(discover, m)?)?;
     m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
     m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(export_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
