@@ -3,7 +3,7 @@
 # built with maturin into a virtualenv (target/py-venv, or $LEAKSCOPE_VENV) and its
 # pytest suite (python/tests). Needs cargo and python3 (3.9 or later) with venv; pip
 # fetches maturin, pytest, pandas, ray (leakscope.ray's two-node local cluster) and
-# duckdb (queries of the Parquet export) from PyPI the first time (about 15 s).
+# duckdb (queries of the Parquet export) from PyPI the first time (about 25 s, 530 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
