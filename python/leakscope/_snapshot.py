@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Sequence, Union
@@ -260,12 +261,10 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
     budget_text = _text(budget)
     baseline_text = None
     if isinstance(baseline, dict):
-        import json
         baseline_text = json.dumps(baseline)
     elif baseline is not None:
         baseline_text = Path(baseline).read_text(encoding="utf-8")
     data, junit = _native.check(sessions, budget_text, baseline_text, windows)
-    import json
     return CheckResult(json.loads(data), junit)
 
 

@@ -34,6 +34,18 @@ pub fn file_field() -> Field {
     dict_field("file", false)
 }
 
+/// The columns that say which run file a row comes from, leading the tables that carry
+/// them: the file, its rank and step (null for files given by name) and the device (null
+/// for a file without devices).
+pub fn run_fields() -> [Field; 4] {
+    [
+        file_field(),
+        Field::new("rank", DataType::UInt64, true),
+        Field::new("step", DataType::Utf8, true),
+        Field::new("device", DataType::Int64, true),
+    ]
+}
+
 /// `n` rows of `file`: one string and `n` zero keys.
 pub fn file_column(file: &str, n: usize) -> ArrayRef {
     let keys = Int32Array::from(vec![0; n]);

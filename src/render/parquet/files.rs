@@ -6,17 +6,14 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{FileKey, file_column, file_field};
+use super::columns::{FileKey, file_column, run_fields};
 use super::table::{Table, TableError, batch};
 use crate::analysis::summary::Summary;
 
 /// The table's schema.
 pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        file_field(),
-        Field::new("rank", DataType::UInt64, true),
-        Field::new("step", DataType::Utf8, true),
-        Field::new("device", DataType::Int64, true),
+    let mut fields = run_fields().to_vec();
+    fields.extend([
         Field::new("producer", DataType::Utf8, false),
         Field::new("format", DataType::Utf8, false),
         Field::new("pickle_protocol", DataType::Int32, true),
@@ -26,7 +23,8 @@ pub fn schema() -> SchemaRef {
         Field::new("allocated_bytes", DataType::UInt64, false),
         Field::new("requested_bytes", DataType::UInt64, false),
         Field::new("trace_events", DataType::UInt64, false),
-    ]))
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 /// One device's figures.

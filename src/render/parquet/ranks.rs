@@ -6,17 +6,14 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::columns::{file_field, file_values};
+use super::columns::{file_values, run_fields};
 use super::table::{Table, TableError, batch};
 use crate::analysis::ranks::RankRow;
 
 /// The table's schema.
 pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        file_field(),
-        Field::new("rank", DataType::UInt64, true),
-        Field::new("step", DataType::Utf8, true),
-        Field::new("device", DataType::Int64, true),
+    let mut fields = run_fields().to_vec();
+    fields.extend([
         Field::new("peak_requested_bytes", DataType::UInt64, false),
         Field::new("end_allocated_bytes", DataType::UInt64, false),
         Field::new("growth_bytes_per_window", DataType::UInt64, false),
@@ -27,7 +24,8 @@ pub fn schema() -> SchemaRef {
         Field::new("outlier", DataType::Boolean, false),
         Field::new("disagrees", DataType::Boolean, false),
         Field::new("error", DataType::Utf8, true),
-    ]))
+    ]);
+    Arc::new(Schema::new(fields))
 }
 
 /// `rows` as a batch. `steps`: whether the rows' files were found in a run directory
