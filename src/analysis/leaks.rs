@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::point::{At, Point, point_after};
 use super::top::{self, TopRow};
 use crate::attribute::{Attributor, Site};
+use crate::model::StackId;
 use crate::model::fxhash::FastMap;
 use crate::replay::{Lifetime, Origin, Replay};
 use crate::windows::{Candidate, Quality, Windows};
@@ -262,30 +263,35 @@ struct Survivors {
     lifes: Vec<usize>,
 }
 
+/// The window `l` was born in, when it is a survivor there: alive at the end of the next
+/// window (at the end of the trace for the last window).
+fn survivor_window(l: &Lifetime, windows: &Windows) -> Option<usize> {
+    let Origin::Traced(born) = l.origin else {
+        return None;
+    };
+    let w = windows.of_event(born)?;
+    let n = windows.len();
+    let events = windows.events;
+    let horizon = if w + 1 < n {
+        windows.range(w + 1).1
+    } else {
+        events
+    };
+    let survives = match l.freed {
+        None => true,
+        Some(f) => f >= horizon && horizon < events,
+    };
+    survives.then_some(w)
+}
+
 /// Allocations born in a window and alive at the end of the next one, per key.
 fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<Survivors> {
     let n = windows.len();
-    let events = windows.events;
     let mut per_key: Vec<Survivors> = Vec::new();
     for (li, l) in replay.lifetimes.iter().enumerate() {
-        let Origin::Traced(born) = l.origin else {
+        let Some(w) = survivor_window(l, windows) else {
             continue;
         };
-        let Some(w) = windows.of_event(born) else {
-            continue;
-        };
-        let horizon = if w + 1 < n {
-            windows.range(w + 1).1
-        } else {
-            events
-        };
-        let survives = match l.freed {
-            None => true,
-            Some(f) => f >= horizon && horizon < events,
-        };
-        if !survives {
-            continue;
-        }
         let Some(k) = attr.key(l.stack) else { continue };
         let k = k as usize;
         while per_key.len() <= k {
@@ -300,6 +306,56 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
     }
     per_key.retain(|s| !s.lifes.is_empty());
     per_key
+}
+
+/// Survivors of one allocation stack, summed over every window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackSurvivors {
+    /// The stack.
+    pub stack: StackId,
+    /// Survivor bytes over all windows.
+    pub bytes: u64,
+    /// Surviving allocations.
+    pub blocks: u64,
+    /// Windows in which the stack had survivors.
+    pub windows: u64,
+}
+
+/// The survivors (as the leak finder counts them) of each allocation stack that has any,
+/// in stack order. Allocations `attr` leaves out (`--focus`) are not counted.
+pub fn survivors_by_stack(
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> Vec<StackSurvivors> {
+    let mut per: FastMap<StackId, (StackSurvivors, usize)> = FastMap::default();
+    for l in &replay.lifetimes {
+        let Some(w) = survivor_window(l, windows) else {
+            continue;
+        };
+        if attr.key(l.stack).is_none() {
+            continue;
+        }
+        let (s, last) = per.entry(l.stack).or_insert((
+            StackSurvivors {
+                stack: l.stack,
+                bytes: 0,
+                blocks: 0,
+                windows: 0,
+            },
+            usize::MAX,
+        ));
+        s.bytes += l.bytes;
+        s.blocks += 1;
+        if *last != w {
+            // Traced allocations come in event order, so a stack's windows only grow.
+            s.windows += 1;
+            *last = w;
+        }
+    }
+    let mut v: Vec<StackSurvivors> = per.into_values().map(|(s, _)| s).collect();
+    v.sort_unstable_by_key(|s| s.stack);
+    v
 }
 
 /// The verdict on one key and the windows its rate is the median over.

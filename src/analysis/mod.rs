@@ -5,11 +5,13 @@
 
 pub mod check;
 pub mod compare;
+pub mod counters;
 pub mod leaks;
 pub mod oom;
 pub mod point;
 pub mod ranks;
 pub mod segments;
+pub mod spans;
 pub mod summary;
 pub mod timeline;
 pub mod top;

@@ -120,36 +120,12 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
             .collect()
     };
 
-    // Rank keys by bytes alive at the peak.
-    let peak = replay.peak().0;
-    let mut at_peak: Vec<u64> = Vec::new();
-    let mut keys: Vec<Option<u32>> = Vec::with_capacity(replay.lifetimes.len());
-    for l in &replay.lifetimes {
-        let key = attr.key(l.stack);
-        keys.push(key);
-        if let Some(k) = key
-            && l.alive_after(peak)
-        {
-            let k = k as usize;
-            if at_peak.len() <= k {
-                at_peak.resize(k + 1, 0);
-            }
-            at_peak[k] += l.bytes;
-        }
-    }
-    let mut ranked: Vec<u32> = (0..at_peak.len() as u32)
-        .filter(|&i| at_peak[i as usize] > 0)
-        .collect();
-    ranked.sort_by(|&a, &b| {
-        at_peak[b as usize]
-            .cmp(&at_peak[a as usize])
-            .then_with(|| attr.site(a).label.cmp(&attr.site(b).label))
-    });
-    ranked.truncate(k);
-    let mut slot_of: Vec<usize> = vec![k; at_peak.len().max(1)];
-    for (slot, &key) in ranked.iter().enumerate() {
-        slot_of[key as usize] = slot;
-    }
+    let RankedSites {
+        keys,
+        ranked,
+        at_peak,
+        slot_of,
+    } = rank_sites(replay, attr, k);
 
     // Difference arrays over the samples: +bytes at the first sample the allocation is
     // alive at, -bytes at the first sample after it is freed.
@@ -160,7 +136,7 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
         let slot = slot_of
             .get(*key as usize)
             .copied()
-            .unwrap_or(k)
+            .unwrap_or(slots - 1)
             .min(slots - 1);
         // Alive after event e when born <= e < freed.
         let from = match l.first_alive() {
@@ -198,5 +174,57 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
             .collect(),
         other: series(slots - 1),
         events,
+    }
+}
+
+/// The sites with the most bytes alive at the peak, and the key of every allocation.
+pub(crate) struct RankedSites {
+    /// The site key of each lifetime (`None`: left out by the filters).
+    pub keys: Vec<Option<u32>>,
+    /// The `k` largest keys at the peak, largest first (ties by label).
+    pub ranked: Vec<u32>,
+    /// Bytes alive at the peak per key.
+    pub at_peak: Vec<u64>,
+    /// Each key's place in `ranked` (`k` or more: not ranked).
+    pub slot_of: Vec<usize>,
+}
+
+/// Ranks the sites of `replay`'s allocations by their bytes alive at the peak of live
+/// bytes and keeps the `k` largest.
+pub(crate) fn rank_sites(replay: &Replay, attr: &mut Attributor, k: usize) -> RankedSites {
+    let peak = replay.peak().0;
+    let mut at_peak: Vec<u64> = Vec::new();
+    let mut keys: Vec<Option<u32>> = Vec::with_capacity(replay.lifetimes.len());
+    for l in &replay.lifetimes {
+        let key = attr.key(l.stack);
+        keys.push(key);
+        if let Some(k) = key
+            && l.alive_after(peak)
+        {
+            let k = k as usize;
+            if at_peak.len() <= k {
+                at_peak.resize(k + 1, 0);
+            }
+            at_peak[k] += l.bytes;
+        }
+    }
+    let mut ranked: Vec<u32> = (0..at_peak.len() as u32)
+        .filter(|&i| at_peak[i as usize] > 0)
+        .collect();
+    ranked.sort_by(|&a, &b| {
+        at_peak[b as usize]
+            .cmp(&at_peak[a as usize])
+            .then_with(|| attr.site(a).label.cmp(&attr.site(b).label))
+    });
+    ranked.truncate(k);
+    let mut slot_of: Vec<usize> = vec![usize::MAX; at_peak.len().max(1)];
+    for (slot, &key) in ranked.iter().enumerate() {
+        slot_of[key as usize] = slot;
+    }
+    RankedSites {
+        keys,
+        ranked,
+        at_peak,
+        slot_of,
     }
 }
