@@ -252,19 +252,35 @@ pub struct ConvertCmd {
     pub load: LoadArgs,
 }
 
-/// Export files and run directories as Parquet tables (files, ranks, suspects, top sites, events, stacks)
+/// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, a pprof profile
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("outputs").required(true).multiple(true).args(["parquet", "perfetto", "pprof"])))]
 pub struct ExportCmd {
     /// Snapshot files, and run directories (their snapshots found as `ranks` finds them)
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Write the tables here, one Parquet file each (created if missing; files replaced)
+    /// Write Parquet tables here (files, ranks, suspects, top sites, events, stacks), one file each (created if missing; files replaced)
     #[arg(long, value_name = "OUT_DIR")]
-    pub parquet: PathBuf,
+    pub parquet: Option<PathBuf>,
+    /// Write a Perfetto trace of every file (a process per file/rank, tracks per device); gzipped when the name ends in .gz. Open it in ui.perfetto.dev
+    #[arg(long, value_name = "OUT.perfetto-trace")]
+    pub perfetto: Option<PathBuf>,
+    /// Write a gzipped pprof profile of one file: live bytes and allocations by stack at --at (or, with --growth, survivors per window). Open it with `go tool pprof` or speedscope
+    #[arg(long, value_name = "OUT.pb.gz")]
+    pub pprof: Option<PathBuf>,
+    /// The pprof profile's point: end, peak, oom, event:N or time:US
+    #[arg(long, default_value = "end", requires = "pprof")]
+    pub at: At,
+    /// pprof: survivor bytes per window by stack (what leaks) instead of live bytes at --at
+    #[arg(long, requires = "pprof", conflicts_with = "at")]
+    pub growth: bool,
     /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
-    /// Print what was written as JSON (schema leakscope.export/1)
+    /// Device index, or all (every device with segments or trace events)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+    /// Print what was written as JSON (leakscope.export/1, leakscope.export.perfetto/1, leakscope.export.pprof/1; several outputs: an object with one member each)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

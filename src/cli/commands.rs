@@ -242,13 +242,57 @@ impl ExportCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let mut opts = session::ExportOptions::default();
         opts.analysis.windows = self.windows.clone();
+        opts.analysis.devices = self.device;
         opts.max_decompressed_bytes = self.load.max_decompressed_bytes;
-        let written = match session::export_parquet(&self.paths, &self.parquet, &opts) {
-            Err(e @ session::ExportError::NothingRead { .. }) => {
-                return Err(Usage(e.to_string()).into());
-            }
-            other => other?,
+        if self.pprof.is_some() && self.paths.len() != 1 {
+            return Err(Usage(format!(
+                "--pprof writes the profile of one file; {} paths were given",
+                self.paths.len()
+            ))
+            .into());
+        }
+        let mut json = serde_json::Map::new();
+        let mut text = String::new();
+        if let Some(dir) = &self.parquet {
+            let written = exported(session::export_parquet(&self.paths, dir, &opts))?;
+            text.push_str(&render::parquet::text(&written, style));
+            json.insert("parquet".into(), serde_json::to_value(&written)?);
+        }
+        if let Some(out) = &self.perfetto {
+            let mut p = session::PerfettoOptions::default();
+            p.export = opts.clone();
+            p.gzip = out.extension().is_some_and(|e| e == "gz");
+            let written = exported(session::export_perfetto(&self.paths, out, &p))?;
+            text.push_str(&render::exported::perfetto(&written));
+            json.insert("perfetto".into(), serde_json::to_value(&written)?);
+        }
+        if let Some(out) = &self.pprof {
+            let mut p = session::PprofOptions::default();
+            p.export = opts.clone();
+            p.at = self.at;
+            p.growth = self.growth;
+            let written = exported(session::export_pprof(&self.paths[0], out, &p))?;
+            text.push_str(&render::exported::pprof(&written));
+            json.insert("pprof".into(), serde_json::to_value(&written)?);
+        }
+        if !self.json {
+            return output::stdout(&text);
+        }
+        let value = match json.len() {
+            1 => json.into_iter().next().map(|(_, v)| v).unwrap_or_default(),
+            _ => serde_json::Value::Object(json),
         };
-        emit(self.json, &written, |w| render::parquet::text(w, style))
+        output::stdout(&render::json::pretty(&value)?)
+    }
+}
+
+/// An export's result, its errors as the exit code wants them: the input's fault (exit 2)
+/// when nothing could be read or a file cannot be analysed as asked.
+fn exported<T>(r: Result<T, session::ExportError>) -> anyhow::Result<T> {
+    match r {
+        Ok(t) => Ok(t),
+        Err(e @ session::ExportError::NothingRead { .. }) => Err(Usage(e.to_string()).into()),
+        Err(session::ExportError::Session(e)) => Err(e.into()),
+        Err(e) => Err(e.into()),
     }
 }

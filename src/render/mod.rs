@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod consistency;
+pub mod exported;
 pub mod flamegraph;
 pub mod html;
 pub mod json;
@@ -11,6 +12,9 @@ pub mod junit;
 pub mod leaks;
 pub mod oom;
 pub mod parquet;
+pub mod perfetto;
+pub mod pprof;
+pub mod protobuf;
 pub mod ranks;
 pub mod segments;
 pub mod summary;

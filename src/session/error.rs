@@ -40,6 +40,14 @@ pub enum SessionError {
         /// The phase asked for.
         within: String,
     },
+    /// A growth profile of a file whose devices have no windows to judge growth across.
+    #[error("{file}: no device has windows to judge growth across: {}", reasons.join("; "))]
+    NoWindows {
+        /// The file.
+        file: String,
+        /// Why, per device.
+        reasons: Vec<String>,
+    },
     /// A run directory that cannot be read.
     #[error("cannot read {}: {source}", dir.display())]
     Dir {

@@ -45,7 +45,10 @@ pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareReport, Unpaired, compare};
 pub use discover::{Found, discover};
 pub use error::SessionError;
-pub use export::{ExportError, ExportOptions, ExportSummary, Failed, TableSummary, export_parquet};
+pub use export::{
+    ExportError, ExportOptions, ExportSummary, Failed, PerfettoOptions, PerfettoSummary,
+    PprofOptions, PprofSummary, TableSummary, export_parquet, export_perfetto, export_pprof,
+};
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
 pub use ranks::{FileRanks, RanksReport, TOP_SUSPECTS, analyse_file, merge_ranks, ranks};
 pub use report::{

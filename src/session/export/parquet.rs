@@ -16,75 +16,20 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::Session;
-use super::discover::{Found, discover};
-use super::error::SessionError;
-use super::options::Options;
-use super::ranks::{device_row, merge_ranks, row};
+use super::{ExportError, ExportOptions, Loaded, open};
 use crate::analysis::leaks::Growth;
 use crate::analysis::point;
 use crate::analysis::ranks::{RankRow, flag_outliers};
 use crate::analysis::top::{self, DeviceTop};
-use crate::load::LoadOptions;
 use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
+use crate::session::Session;
+use crate::session::discover::{Found, discover};
+use crate::session::error::SessionError;
+use crate::session::options::Options;
+use crate::session::ranks::{device_row, merge_ranks, row};
 
 /// Schema of [`ExportSummary`]'s JSON.
 pub const SCHEMA: &str = "leakscope.export/1";
-
-/// How files are analysed and loaded for an export.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ExportOptions {
-    /// The analyses' options (windows, grouping, filters), as for `ranks`.
-    pub analysis: Options,
-    /// Largest decompressed size accepted for `.gz` / `.zst` input.
-    pub max_decompressed_bytes: u64,
-}
-
-impl Default for ExportOptions {
-    fn default() -> Self {
-        ExportOptions {
-            analysis: Options::default(),
-            max_decompressed_bytes: crate::load::default_max_decompressed_bytes(),
-        }
-    }
-}
-
-/// Why an export stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// The output directory cannot be created.
-    #[error("cannot create the output directory {}: {source}", dir.display())]
-    OutDir {
-        /// The directory.
-        dir: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// A table's file cannot be created or written.
-    #[error("cannot write {}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// A table cannot be encoded or written.
-    #[error("{}: {source}", path.display())]
-    Table {
-        /// The file.
-        path: PathBuf,
-        /// Cause.
-        source: TableError,
-    },
-    /// No input could be read. The tables are written all the same (the `ranks` table
-    /// holds each input's error).
-    #[error("no file could be read: {}", errors.join("; "))]
-    NothingRead {
-        /// Each input's error.
-        errors: Vec<String>,
-    },
-}
 
 /// One table written.
 #[derive(Clone, Debug, Serialize)]
@@ -127,21 +72,21 @@ pub struct ExportSummary {
 
 /// Files given by name, or the files of one run directory: the rows `ranks` flags
 /// outliers among.
-struct Group {
+pub(super) struct Group {
     /// The directory (`None`: the files given by name).
-    dir: Option<PathBuf>,
+    pub(super) dir: Option<PathBuf>,
     /// Files of run directories skipped as not snapshots.
     skipped: u64,
     /// The rows (filled as files are analysed).
     rows: Vec<RankRow>,
     /// Why the directory could not be listed.
-    error: Option<String>,
+    pub(super) error: Option<String>,
 }
 
 /// One file to export and the group it belongs to.
-struct Unit {
-    found: Found,
-    group: usize,
+pub(super) struct Unit {
+    pub(super) found: Found,
+    pub(super) group: usize,
 }
 
 /// A plain file's entry: no rank, no step.
@@ -162,7 +107,7 @@ fn error_row(found: &Found, error: String) -> RankRow {
 
 /// The groups and files of the inputs: a directory's files as `ranks` finds them, the
 /// files given by name in one group of their own.
-fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
+pub(super) fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
     let mut groups = vec![Group {
         dir: None,
         skipped: 0,
@@ -241,18 +186,6 @@ fn analyse(s: &Session, f: &Found, opts: &Options) -> Result<Analysis, SessionEr
         out.2.extend(t);
     }
     Ok(out)
-}
-
-/// A file of the round loaded, or why it could not be.
-type Loaded = Result<Session, String>;
-
-fn open(f: &Found, opts: &ExportOptions, threads: bool) -> Loaded {
-    let lo = LoadOptions {
-        max_decompressed_bytes: opts.max_decompressed_bytes,
-        threads,
-        ..LoadOptions::default()
-    };
-    Session::open(&f.file, lo).map_err(|e| e.to_string())
 }
 
 /// How a file's rows name it.

@@ -1,0 +1,88 @@
+//! `export`: what leakscope finds, in the formats other tools open. Parquet tables for
+//! whole runs (`parquet`), a Perfetto timeline (`perfetto`) and pprof profiles (`pprof`).
+//! Each loads its files through the session layer and hands typed values to `render`.
+
+mod parquet;
+mod perfetto;
+mod pprof;
+
+use std::path::PathBuf;
+
+use crate::load::LoadOptions;
+use crate::render::parquet::TableError;
+use crate::session::discover::Found;
+use crate::session::{Options, Session, SessionError};
+
+pub use parquet::{ExportSummary, Failed, TableSummary, export_parquet};
+pub use perfetto::{PerfettoOptions, PerfettoSummary, export_perfetto};
+pub use pprof::{PprofOptions, PprofSummary, export_pprof};
+
+/// How files are analysed and loaded for an export.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ExportOptions {
+    /// The analyses' options (windows, grouping, filters), as for `ranks`.
+    pub analysis: Options,
+    /// Largest decompressed size accepted for `.gz` / `.zst` input.
+    pub max_decompressed_bytes: u64,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            analysis: Options::default(),
+            max_decompressed_bytes: crate::load::default_max_decompressed_bytes(),
+        }
+    }
+}
+
+/// Why an export stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The output directory cannot be created.
+    #[error("cannot create the output directory {}: {source}", dir.display())]
+    OutDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A table's file cannot be created or written.
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A table cannot be encoded or written.
+    #[error("{}: {source}", path.display())]
+    Table {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: TableError,
+    },
+    /// A file cannot be loaded or analysed as asked.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// No input could be read. The tables are written all the same (the `ranks` table
+    /// holds each input's error).
+    #[error("no file could be read: {}", errors.join("; "))]
+    NothingRead {
+        /// Each input's error.
+        errors: Vec<String>,
+    },
+}
+
+/// A file of the round loaded, or why it could not be.
+pub(super) type Loaded = Result<Session, String>;
+
+pub(super) fn open(f: &Found, opts: &ExportOptions, threads: bool) -> Loaded {
+    let lo = LoadOptions {
+        max_decompressed_bytes: opts.max_decompressed_bytes,
+        threads,
+        ..LoadOptions::default()
+    };
+    Session::open(&f.file, lo).map_err(|e| e.to_string())
+}

@@ -1,0 +1,662 @@
+//! `export --perfetto`: files (ranks) on one Perfetto timeline. Each file is a process,
+//! each of its devices a group of tracks: counters of live (requested), allocated and
+//! reserved bytes and of the largest sites' live bytes; slices for the windows the leak
+//! finder judged (micro-batches) and for `record_function` ranges; instants for the peak,
+//! each OOM and each suspect's onset.
+//!
+//! The time axis is `time_us` when every file's traces carry it (ranks line up by wall
+//! clock), else the event index (one event per microsecond, each file from zero), and
+//! the trace's metadata says which. The trace's size is bounded whatever the input: the
+//! counters share a budget of points (each series keeps its extremes per bucket, so the
+//! peak stays exact) and the slices one of slices.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::parquet::expand;
+use super::{ExportError, ExportOptions, Failed, open};
+use crate::analysis::counters::{self, Counters, Series};
+use crate::analysis::leaks::Growth;
+use crate::analysis::spans::{self, Span};
+use crate::model::fxhash::FastMap;
+use crate::model::{DeviceView, Snapshot, flags};
+use crate::render::perfetto::{
+    self, Arg, Counter, DeviceTracks, Instant, ProcessTracks, Slice, SliceTrack, Timeline,
+};
+use crate::replay::AllocatorState;
+use crate::session::discover::Found;
+use crate::session::{DeviceRun, Session, SessionError};
+
+/// Schema of [`PerfettoSummary`]'s JSON.
+pub const SCHEMA: &str = "leakscope.export.perfetto/1";
+
+/// What a Perfetto export holds and how big it may get.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct PerfettoOptions {
+    /// Loading and analysis options (windows, grouping, filters).
+    pub export: ExportOptions,
+    /// Sites with a counter of their own (the rest are "other").
+    pub top_sites: usize,
+    /// Counter points in the whole trace at most (shared by files and devices).
+    pub max_counter_points: usize,
+    /// Buckets per device at most (each series keeps up to two points per bucket).
+    pub max_buckets: usize,
+    /// Slices (windows and `record_function` ranges) in the whole trace at most.
+    pub max_slices: usize,
+    /// Gzip the trace (the UI and the trace processor open `.gz` traces).
+    pub gzip: bool,
+}
+
+impl Default for PerfettoOptions {
+    fn default() -> Self {
+        PerfettoOptions {
+            export: ExportOptions::default(),
+            top_sites: 8,
+            max_counter_points: 400_000,
+            max_buckets: 5_000,
+            max_slices: 60_000,
+            gzip: false,
+        }
+    }
+}
+
+/// What was written (`leakscope.export.perfetto/1`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PerfettoSummary {
+    /// Schema name.
+    pub schema: &'static str,
+    /// The trace file.
+    pub out: String,
+    /// Bytes of the trace (before gzip; the file's size is `file_bytes`).
+    pub trace_bytes: u64,
+    /// The file's size.
+    pub file_bytes: u64,
+    /// `time_us` or `event_index`.
+    pub timebase: &'static str,
+    /// Snapshot files on the timeline.
+    pub files_read: u64,
+    /// Inputs that could not be read.
+    pub failed: Vec<Failed>,
+    /// Devices drawn.
+    pub devices: u64,
+    /// Counter points written.
+    pub counter_points: u64,
+    /// Slices written.
+    pub slices: u64,
+    /// Instants written (peaks, OOMs, leak onsets).
+    pub instants: u64,
+    /// Windows drawn as one slice with their neighbours (over the slice budget).
+    pub windows_merged: u64,
+    /// `record_function` ranges left out (over the slice budget; the shortest go).
+    pub ranges_left_out: u64,
+}
+
+/// Event index or `time_us` to trace nanoseconds, for one device.
+enum Clock {
+    /// Event `i` at `(i + 1)` µs; before the first event at 0.
+    Index {
+        events: usize,
+        /// `(time_us, event)` of the timed events, for `record_function` times.
+        timed: Vec<(i64, u32)>,
+    },
+    /// `time_us` of each event (an untimed event takes the previous timed one's).
+    Time { us: Vec<i64> },
+}
+
+const NS_PER_US: i64 = 1_000;
+
+impl Clock {
+    fn event(&self, e: u32) -> i64 {
+        match self {
+            Clock::Index { .. } => (i64::from(e) + 1) * NS_PER_US,
+            Clock::Time { us } => us.get(e as usize).copied().unwrap_or(0) * NS_PER_US,
+        }
+    }
+
+    fn before_first(&self) -> i64 {
+        match self {
+            Clock::Index { .. } => 0,
+            Clock::Time { .. } => self.event(0) - NS_PER_US,
+        }
+    }
+
+    /// Just after the last event (where windows and open ranges end).
+    fn end(&self) -> i64 {
+        match self {
+            Clock::Index { events, .. } => (*events as i64 + 1) * NS_PER_US,
+            Clock::Time { us } => us.last().map_or(0, |&t| (t + 1) * NS_PER_US),
+        }
+    }
+
+    /// `time_us` of an annotation: itself, or the first timed event at or after it.
+    fn at_us(&self, t: i64) -> i64 {
+        match self {
+            Clock::Time { .. } => t * NS_PER_US,
+            Clock::Index { timed, .. } => {
+                match timed.get(timed.partition_point(|&(ti, _)| ti < t)) {
+                    Some(&(_, e)) => self.event(e),
+                    None => self.end(),
+                }
+            }
+        }
+    }
+
+    fn series(&self, s: &Series) -> Vec<(i64, u64)> {
+        std::iter::once((self.before_first(), s.initial))
+            .chain(s.points.iter().map(|&(e, v)| (self.event(e), v)))
+            .collect()
+    }
+}
+
+/// `time_us` per event of a trace where every event is timed, or with the gaps filled;
+/// `None` when no event is.
+fn event_times(snap: &Snapshot, view: &DeviceView) -> Option<Vec<i64>> {
+    let t = view.trace;
+    let timed = |i: usize| snap.meta(t.meta[i]).has(flags::TIME);
+    if t.is_empty() || !(0..t.len()).any(timed) {
+        return None;
+    }
+    let mut last = (0..t.len()).find(|&i| timed(i)).map_or(0, |i| t.time_us[i]);
+    Some(
+        (0..t.len())
+            .map(|i| {
+                if timed(i) {
+                    last = t.time_us[i];
+                }
+                last
+            })
+            .collect(),
+    )
+}
+
+/// What a device shows, in event indices and `time_us`; drawn by [`draw`] on either
+/// time axis.
+struct DeviceFindings {
+    device: i64,
+    events: usize,
+    counters: Counters,
+    /// `(name, first event, end event)` per window (or per group of windows); empty when
+    /// the device has no windows to judge.
+    windows: Vec<(String, u32, u32)>,
+    windows_title: String,
+    windows_merged: u64,
+    spans: Vec<Span>,
+    spans_left_out: u64,
+    peak: (Option<u32>, u64),
+    peak_reserved: u64,
+    ooms: Vec<(u32, u64, u64, u64)>,
+    suspects: Vec<(u32, Growth)>,
+    times: Option<Vec<i64>>,
+    timed_events: Vec<(i64, u32)>,
+}
+
+/// Groups windows so at most `limit` slices remain: a group is named after its first and
+/// last window.
+fn window_slices(run: &mut DeviceRun, limit: usize) -> (Vec<(String, u32, u32)>, String, u64) {
+    let w = run.windows();
+    if !w.verdicts || w.is_empty() {
+        return (Vec::new(), String::new(), 0);
+    }
+    let title = format!("windows: {} {}", w.source, w.detail);
+    let n = w.len();
+    let per = n.div_ceil(limit.max(1)).max(1);
+    let name = |i: usize| {
+        w.names
+            .get(i)
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .unwrap_or_else(|| format!("window {i}"))
+    };
+    let slices = (0..n)
+        .step_by(per)
+        .map(|a| {
+            let b = (a + per).min(n) - 1;
+            let label = if a == b {
+                name(a)
+            } else {
+                format!("windows {a}-{b}")
+            };
+            (label, w.range(a).0, w.range(b).1)
+        })
+        .collect();
+    let merged = if per > 1 {
+        (n - n.div_ceil(per)) as u64
+    } else {
+        0
+    };
+    (slices, title, merged)
+}
+
+fn final_blocks(view: &DeviceView) -> FastMap<u64, u64> {
+    AllocatorState::at_end(view)
+        .blocks()
+        .filter(|(_, b)| b.active)
+        .map(|(_, b)| (b.address, b.size))
+        .collect()
+}
+
+/// Suspects whose onset is marked, per device at most.
+const MAX_ONSETS: usize = 100;
+
+/// Budgets of one device.
+#[derive(Clone, Copy)]
+struct Budget {
+    buckets: usize,
+    windows: usize,
+    spans: usize,
+}
+
+fn findings(s: &Session, r: &mut DeviceRun, top_sites: usize, b: Budget) -> DeviceFindings {
+    let snap = s.snapshot();
+    let leaks = r.find_leaks();
+    let (windows, windows_title, windows_merged) = window_slices(r, b.windows);
+    let w = r.windows();
+    // The largest suspects first; a bounded number of onsets keeps the trace bounded.
+    let suspects = leaks
+        .suspects
+        .into_iter()
+        .take(MAX_ONSETS)
+        .filter_map(|g| {
+            let at = w.starts.get(g.onset_window as usize).copied()?;
+            Some((at, g))
+        })
+        .collect();
+    let blocks = final_blocks(&r.view);
+    let counters = counters::counters(&r.replay, &mut r.attr, &blocks, top_sites, b.buckets);
+    let (spans, spans_left_out) = spans::spans(snap, r.device(), b.spans);
+    let rep = &r.replay;
+    let t = r.view.trace;
+    let ooms = rep
+        .ooms
+        .iter()
+        .map(|&i| {
+            let ix = i as usize;
+            (i, rep.requested[ix], rep.reserved[ix], t.size[ix])
+        })
+        .collect();
+    let peak = rep.peak();
+    let peak_reserved = peak
+        .0
+        .map_or(rep.initial_reserved, |i| rep.reserved[i as usize]);
+    let times = event_times(snap, &r.view);
+    let timed_events = if spans.is_empty() {
+        Vec::new()
+    } else {
+        (0..t.len())
+            .filter(|&i| snap.meta(t.meta[i]).has(flags::TIME))
+            .map(|i| (t.time_us[i], i as u32))
+            .collect()
+    };
+    DeviceFindings {
+        device: r.device(),
+        events: rep.len(),
+        counters,
+        windows,
+        windows_title,
+        windows_merged,
+        spans,
+        spans_left_out,
+        peak,
+        peak_reserved,
+        ooms,
+        suspects,
+        times,
+        timed_events,
+    }
+}
+
+fn arg(name: &str, v: Arg) -> (String, Arg) {
+    (name.to_string(), v)
+}
+
+/// A device's tracks on one time axis.
+fn draw(f: &DeviceFindings, clock: &Clock) -> DeviceTracks {
+    let c = &f.counters;
+    let mut counters = vec![
+        Counter {
+            name: "live bytes (requested)".into(),
+            description: "Bytes the program asked for, from alloc to free_completed".into(),
+            points: clock.series(&c.live),
+        },
+        Counter {
+            name: "allocated bytes".into(),
+            description: "Blocks allocated and not pending free (torch.cuda.memory_allocated)"
+                .into(),
+            points: clock.series(&c.allocated),
+        },
+        Counter {
+            name: "reserved bytes".into(),
+            description: "Segments (torch.cuda.memory_reserved)".into(),
+            points: clock.series(&c.reserved),
+        },
+    ];
+    for (i, s) in c.sites.iter().enumerate() {
+        counters.push(Counter {
+            name: format!("site {}: {}", i + 1, s.site.label),
+            description: format!(
+                "Live bytes allocated at {} ({} at the peak)",
+                s.site.label, s.bytes_at_peak
+            ),
+            points: clock.series(&s.series),
+        });
+    }
+    if !c.sites.is_empty() {
+        counters.push(Counter {
+            name: "site: other".into(),
+            description: "Live bytes of every other site".into(),
+            points: clock.series(&c.other),
+        });
+    }
+    let mut slices = Vec::new();
+    if !f.windows.is_empty() {
+        slices.push(SliceTrack {
+            name: f.windows_title.clone(),
+            description: "The windows (units of work) the leak finder judged growth across".into(),
+            slices: f
+                .windows
+                .iter()
+                .map(|(name, a, b)| Slice {
+                    name: name.clone(),
+                    start_ns: clock.event(*a),
+                    end_ns: if (*b as usize) < f.events {
+                        clock.event(*b)
+                    } else {
+                        clock.end()
+                    }
+                    .max(clock.event(*a)),
+                    args: vec![
+                        arg("first_event", Arg::Uint(u64::from(*a))),
+                        arg("end_event", Arg::Uint(u64::from(*b))),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    let lanes = f.spans.iter().map(|s| s.lane + 1).max().unwrap_or(0);
+    for lane in 0..lanes {
+        slices.push(SliceTrack {
+            name: if lane == 0 {
+                "record_function".into()
+            } else {
+                format!("record_function ({})", lane + 1)
+            },
+            description: "record_function ranges (external_annotations)".into(),
+            slices: f
+                .spans
+                .iter()
+                .filter(|s| s.lane == lane)
+                .map(|s| {
+                    let start = clock.at_us(s.start_us);
+                    Slice {
+                        name: s.name.clone(),
+                        start_ns: start,
+                        end_ns: s.end_us.map_or(clock.end(), |e| clock.at_us(e)).max(start),
+                        args: Vec::new(),
+                    }
+                })
+                .collect(),
+        });
+    }
+    let mut instants = Vec::new();
+    let peak_at = f.peak.0.map_or(clock.before_first(), |e| clock.event(e));
+    instants.push(Instant {
+        name: format!("peak: {} live", crate::render::bytes(f.peak.1)),
+        ts_ns: peak_at,
+        args: vec![
+            arg("live_bytes", Arg::Uint(f.peak.1)),
+            arg("reserved_bytes", Arg::Uint(f.peak_reserved)),
+            arg(
+                "event_index",
+                f.peak.0.map_or(Arg::Int(-1), |e| Arg::Uint(u64::from(e))),
+            ),
+        ],
+    });
+    for &(e, live, reserved, asked) in &f.ooms {
+        instants.push(Instant {
+            name: format!("OOM: {} requested", crate::render::bytes(asked)),
+            ts_ns: clock.event(e),
+            args: vec![
+                arg("event_index", Arg::Uint(u64::from(e))),
+                arg("requested_size", Arg::Uint(asked)),
+                arg("live_bytes", Arg::Uint(live)),
+                arg("reserved_bytes", Arg::Uint(reserved)),
+            ],
+        });
+    }
+    for (e, g) in &f.suspects {
+        let function = g.site.name.clone().unwrap_or_else(|| g.site.label.clone());
+        instants.push(Instant {
+            name: format!("{} onset: {function}", g.kind.as_str()),
+            ts_ns: clock.event(*e),
+            args: vec![
+                arg("site", Arg::Str(g.site.label.clone())),
+                arg("bytes_per_window", Arg::Uint(g.bytes_per_window)),
+                arg("windows_growing", Arg::Uint(g.windows_growing)),
+                arg("windows_total", Arg::Uint(g.windows_total)),
+                arg("onset_window", Arg::Uint(g.onset_window)),
+                arg("bytes_at_end", Arg::Uint(g.bytes_at_end)),
+                arg("retained_bytes", Arg::Uint(g.retained_bytes)),
+            ],
+        });
+    }
+    DeviceTracks {
+        name: format!("device {}", f.device),
+        counters,
+        slices,
+        instants_name: "findings (peak, OOM, leak onsets)".into(),
+        instants,
+    }
+}
+
+/// One file's tracks: on the event-index axis, and on `time_us` when every device with a
+/// trace carries it.
+struct FileTracks {
+    index: ProcessTracks,
+    time: Option<ProcessTracks>,
+    windows_merged: u64,
+    ranges_left_out: u64,
+}
+
+fn file_tracks(
+    s: &Session,
+    found: &Found,
+    pid: i32,
+    opts: &PerfettoOptions,
+    points_per_file: usize,
+    slices_per_file: usize,
+) -> Result<FileTracks, SessionError> {
+    let mut runs = s.runs(&opts.export.analysis)?;
+    // Devices with events; the others have nothing to draw over time.
+    runs.retain(|r| !r.replay.is_empty());
+    let devices = runs.len().max(1);
+    let series = 4 + opts.top_sites;
+    let budget = Budget {
+        buckets: (points_per_file / devices / (2 * series)).clamp(16, opts.max_buckets.max(16)),
+        windows: (slices_per_file / devices / 2).max(1),
+        spans: (slices_per_file / devices / 2).max(1),
+    };
+    let found_all: Vec<DeviceFindings> = runs
+        .par_iter_mut()
+        .map(|r| findings(s, r, opts.top_sites, budget))
+        .collect();
+    let timed = !found_all.is_empty() && found_all.iter().all(|f| f.times.is_some());
+    let name = match found.rank {
+        Some(r) => format!("rank {r}: {}", s.name()),
+        None => s.name().to_string(),
+    };
+    let process = |clock_of: &dyn Fn(&DeviceFindings) -> Clock, axis: &str| ProcessTracks {
+        pid,
+        name: name.clone(),
+        description: format!("{} (time axis: {axis})", s.name()),
+        devices: found_all.iter().map(|f| draw(f, &clock_of(f))).collect(),
+    };
+    let index = process(
+        &|f| Clock::Index {
+            events: f.events,
+            timed: f.timed_events.clone(),
+        },
+        "event index, 1 µs per event",
+    );
+    let time = timed.then(|| {
+        process(
+            &|f| Clock::Time {
+                us: f.times.clone().unwrap_or_default(),
+            },
+            "time_us",
+        )
+    });
+    Ok(FileTracks {
+        index,
+        time,
+        windows_merged: found_all.iter().map(|f| f.windows_merged).sum(),
+        ranges_left_out: found_all.iter().map(|f| f.spans_left_out).sum(),
+    })
+}
+
+/// Exports `paths` (snapshot files, and run directories whose snapshots are found as
+/// `ranks` finds them) as one Perfetto trace at `out`.
+///
+/// ```
+/// use leakscope::session::{PerfettoOptions, export_perfetto};
+/// let out = std::env::temp_dir().join(format!("leakscope-doc-{}.perfetto-trace", std::process::id()));
+/// let f = ["fixtures/scenarios/pp_last_stage_recv_pinned.pickle".into()];
+/// let written = export_perfetto(&f, &out, &PerfettoOptions::default())?;
+/// assert_eq!(written.files_read, 1);
+/// assert!(written.instants >= 2); // the peak and the leak's onset
+/// # std::fs::remove_file(&out).ok();
+/// # Ok::<(), leakscope::session::ExportError>(())
+/// ```
+pub fn export_perfetto(
+    paths: &[PathBuf],
+    out: &Path,
+    opts: &PerfettoOptions,
+) -> Result<PerfettoSummary, ExportError> {
+    let (groups, units) = expand(paths);
+    let mut failed: Vec<Failed> = groups
+        .iter()
+        .filter_map(|g| {
+            Some(Failed {
+                file: g.dir.as_ref()?.display().to_string(),
+                error: g.error.clone()?,
+            })
+        })
+        .collect();
+    let files = units.len().max(1);
+    let points_per_file = opts.max_counter_points / files;
+    let slices_per_file = opts.max_slices / files;
+    let per_round = rayon::current_num_threads().max(1);
+    let threads = units.len() == 1;
+    let mut tracks: Vec<FileTracks> = Vec::new();
+    for (ri, round) in units.chunks(per_round).enumerate() {
+        let done: Vec<Result<FileTracks, String>> = round
+            .par_iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let s = open(&u.found, &opts.export, threads)?;
+                let pid = (ri * per_round + i + 1) as i32;
+                file_tracks(&s, &u.found, pid, opts, points_per_file, slices_per_file)
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        for (r, u) in done.into_iter().zip(round) {
+            match r {
+                Ok(t) => tracks.push(t),
+                Err(error) => failed.push(Failed {
+                    file: u.found.file.display().to_string(),
+                    error,
+                }),
+            }
+        }
+    }
+    if tracks.is_empty() {
+        return Err(ExportError::NothingRead {
+            errors: failed
+                .iter()
+                .map(|f| format!("{}: {}", f.file, f.error))
+                .collect(),
+        });
+    }
+    let timed = tracks.iter().all(|t| t.time.is_some());
+    let timebase = if timed { "time_us" } else { "event_index" };
+    let (windows_merged, ranges_left_out) = tracks.iter().fold((0, 0), |a, t| {
+        (a.0 + t.windows_merged, a.1 + t.ranges_left_out)
+    });
+    let processes: Vec<ProcessTracks> = tracks
+        .into_iter()
+        .map(|t| match (timed, t.time) {
+            (true, Some(p)) => p,
+            _ => t.index,
+        })
+        .collect();
+    let note = if timed {
+        "time_us: events at their recorded time; files (ranks) aligned by wall clock".to_string()
+    } else {
+        "event index: not every file carries time_us, so event i of each file is drawn at \
+         (i + 1) microseconds and files are aligned by event index"
+            .to_string()
+    };
+    let timeline = Timeline {
+        processes,
+        metadata: vec![
+            ("leakscope.timebase".into(), note),
+            (
+                "leakscope.version".into(),
+                env!("CARGO_PKG_VERSION").to_string(),
+            ),
+        ],
+    };
+    let io = |source| ExportError::Io {
+        path: out.to_path_buf(),
+        source,
+    };
+    let file = File::create(out).map_err(io)?;
+    let buf = BufWriter::with_capacity(1 << 20, file);
+    let trace_bytes = if opts.gzip {
+        let mut gz = flate2::write::GzEncoder::new(buf, flate2::Compression::new(6));
+        let n = perfetto::write(&timeline, &mut gz).map_err(io)?;
+        gz.finish().and_then(|mut b| b.flush()).map_err(io)?;
+        n
+    } else {
+        let mut buf = buf;
+        let n = perfetto::write(&timeline, &mut buf).map_err(io)?;
+        buf.flush().map_err(io)?;
+        n
+    };
+    let file_bytes = std::fs::metadata(out).map_err(io)?.len();
+    let mut counter_points = 0u64;
+    let mut slices = 0u64;
+    let mut instants = 0u64;
+    let mut devices = 0u64;
+    for p in &timeline.processes {
+        for d in &p.devices {
+            devices += 1;
+            counter_points += d
+                .counters
+                .iter()
+                .map(|c| c.points.len() as u64)
+                .sum::<u64>();
+            slices += d.slices.iter().map(|s| s.slices.len() as u64).sum::<u64>();
+            instants += d.instants.len() as u64;
+        }
+    }
+    Ok(PerfettoSummary {
+        schema: SCHEMA,
+        out: out.display().to_string(),
+        trace_bytes,
+        file_bytes,
+        timebase,
+        files_read: timeline.processes.len() as u64,
+        failed,
+        devices,
+        counter_points,
+        slices,
+        instants,
+        windows_merged,
+        ranges_left_out,
+    })
+}
