@@ -3,7 +3,8 @@
 # built with maturin into a virtualenv (target/py-venv, or $LEAKSCOPE_VENV) and its
 # pytest suite (python/tests). Needs cargo and python3 (3.9 or later) with venv; pip
 # fetches maturin, pytest, pandas, ray (leakscope.ray's two-node local cluster) and
-# duckdb (queries of the Parquet export) from PyPI the first time (about 25 s, 530 MB).
+# duckdb (queries of the Parquet export), perfetto, protobuf and grpcio-tools (decoding the
+# Perfetto and pprof exports with the official definitions) from PyPI the first time (about 25 s, 530 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +16,7 @@ echo "== python package (maturin, into $VENV)"
 if [[ ! -x "$VENV/bin/python" ]]; then
     python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas ray duckdb
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas ray duckdb perfetto protobuf grpcio-tools
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 
 echo "== pytest"

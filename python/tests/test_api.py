@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import leakscope
+from cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "fixtures" / "scenarios").glob("*.pickle"))
@@ -31,18 +32,8 @@ def _corpus():
 FILES = SCENARIOS + _corpus()
 
 
-def _cli():
-    """The command-line binary to compare with: the cargo-built one when there is one,
-    else the command this package installed (the same code, run in process)."""
-    for b in (ROOT / "target" / "release" / "leakscope", ROOT / "target" / "debug" / "leakscope"):
-        if b.exists():
-            return [str(b)]
-    exe = shutil.which("leakscope", path=str(Path(sys.executable).parent))
-    return [exe] if exe else [sys.executable, "-m", "leakscope"]
-
-
 def cli_json(*args):
-    out = subprocess.run(_cli() + list(args) + ["--json"], capture_output=True, text=True)
+    out = subprocess.run(cli() + list(args) + ["--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -161,7 +152,7 @@ def test_check_and_compare(tmp_path):
     budget = tmp_path / "b.toml"
     budget.write_text('[leaks]\nmax_bytes_per_window = "1 MiB"\n')
     r = leakscope.check([leak], budget)
-    out = subprocess.run(_cli() + ["check", str(leak), "--budget", str(budget), "--json"],
+    out = subprocess.run(cli() + ["check", str(leak), "--budget", str(budget), "--json"],
                          capture_output=True, text=True)
     assert out.returncode == 1
     assert r.to_dict() == json.loads(out.stdout)

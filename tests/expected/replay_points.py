@@ -35,7 +35,9 @@ GROW = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap
 ACTIVE = {"active_allocated", "active_pending_free", "active_awaiting_free"}
 
 
-def device_points(snap, device, trace, every):
+def series(snap, device, trace):
+    """Requested and reserved bytes before the first event, then after each event:
+    (requested_0, reserved_0, reserved[], requested[])."""
     segs = [s for s in snap["segments"] if s.get("device", 0) == device]
     n = len(trace)
     # Reserved: back from the final segments.
@@ -79,14 +81,18 @@ def device_points(snap, device, trace, every):
             delta[first] += size
         if freed is not None:
             delta[freed] -= size
-    wanted = sorted(set(range(0, n, every)) | {n - 1})
-    out, live, w = [], start, 0
+    requested, live = [], start
     for k in range(n):
         live += delta[k]
-        if w < len(wanted) and wanted[w] == k:
-            out.append([k, reserved[k], live])
-            w += 1
-    return out
+        requested.append(live)
+    return start, r, reserved, requested
+
+
+def device_points(snap, device, trace, every):
+    _, _, reserved, requested = series(snap, device, trace)
+    n = len(trace)
+    wanted = sorted(set(range(0, n, every)) | {n - 1})
+    return [[k, reserved[k], requested[k]] for k in wanted]
 
 
 def main():
