@@ -42,12 +42,14 @@ cd "$ROOT"
 LEAKSCOPE_CMDS=(
     "summary"
     "summary --json"
-        "top --at peak"
+    "top --at peak"
     "top --at end --by stack"
     "tree --at peak"
     "flamegraph --at peak -o target/bench/flamegraph.svg"
     "leaks"
     "report -o target/bench/report.html"
+    "export --perfetto target/bench/trace.perfetto-trace"
+    "export --pprof target/bench/live.pb.gz --at peak"
 )
 if [[ -n "${BENCH_CMDS:-}" ]]; then
     IFS=';' read -r -a LEAKSCOPE_CMDS <<<"$BENCH_CMDS"
