@@ -369,10 +369,62 @@ fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
 fn export_parquet(py: Python<'_>, paths: Vec<PathBuf>, out_dir: PathBuf) -> PyResult<String> {
     let r =
         py.detach(|| session::export_parquet(&paths, &out_dir, &session::ExportOptions::default()));
+    exported(r)
+}
+
+/// Files and run directories as one Perfetto trace at `out` (`leakscope export
+/// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written as JSON
+/// (`leakscope.export.perfetto/1`).
+#[pyfunction]
+#[pyo3(signature = (paths, out, windows=None))]
+fn export_perfetto(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    out: PathBuf,
+    windows: Option<&str>,
+) -> PyResult<String> {
+    let mut opts = session::PerfettoOptions::default();
+    if let Some(w) = windows {
+        opts.export.analysis.windows = parse(w, "windows")?;
+    }
+    opts.gzip = out.extension().is_some_and(|e| e == "gz");
+    exported(py.detach(|| session::export_perfetto(&paths, &out, &opts)))
+}
+
+/// One file's gzipped pprof profile at `out` (`leakscope export --pprof`): live bytes by
+/// stack at `at`, or survivors per window with `growth`; returns what was written as JSON
+/// (`leakscope.export.pprof/1`).
+#[pyfunction]
+#[pyo3(signature = (path, out, at_="end", growth=false, windows=None))]
+fn export_pprof(
+    py: Python<'_>,
+    path: PathBuf,
+    out: PathBuf,
+    at_: &str,
+    growth: bool,
+    windows: Option<&str>,
+) -> PyResult<String> {
+    let mut opts = session::PprofOptions::default();
+    opts.at = parse(at_, "at")?;
+    opts.growth = growth;
+    if let Some(w) = windows {
+        opts.export.analysis.windows = parse(w, "windows")?;
+    }
+    exported(py.detach(|| session::export_pprof(&path, &out, &opts)))
+}
+
+/// An export's summary as JSON, or its error: unreadable input as `SnapshotError`, a
+/// request that does not fit the file as `ValueError`, a file that cannot be written as
+/// `OSError`.
+fn exported<T: serde::Serialize>(r: Result<T, session::ExportError>) -> PyResult<String> {
     match r {
         Ok(written) => serde_json::to_string(&written).map_err(json_error),
         Err(e @ session::ExportError::NothingRead { .. }) => {
             Err(SnapshotError::new_err(e.to_string()))
+        }
+        Err(session::ExportError::Session(e)) => Err(session_error(e)),
+        Err(e @ session::ExportError::Io { .. }) | Err(e @ session::ExportError::OutDir { .. }) => {
+            Err(pyo3::exceptions::PyOSError::new_err(e.to_string()))
         }
         Err(e) => Err(PyRuntimeError::new_err(e.to_string())),
     }
@@ -436,6 +488,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
     m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(export_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(export_perfetto, m)?)?;
+    m.add_function(wrap_pyfunction!(export_pprof, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -270,3 +270,18 @@ def test_the_size_is_bounded_whatever_the_trace(tmp_path):
     assert 0 < slices <= 60_000
     (req0, _, _, requested) = truth_series(path)[0]
     assert max(t.counter(dev, "live")) == max([req0] + requested)
+
+
+def test_from_python(tmp_path, scenario):
+    import leakscope
+
+    s = scenario("two_devices_recv_leak")
+    written = leakscope.export_perfetto([s.path], tmp_path / "t.perfetto-trace.gz")
+    assert written["schema"] == "leakscope.export.perfetto/1"
+    assert written["devices"] == 2 and written["timebase"] == "time_us"
+    t = Decoded(tmp_path / "t.perfetto-trace.gz")
+    (proc,) = t.processes()
+    for d, (req0, _, _, requested) in truth_series(s.path).items():
+        assert max(t.counter(t.device(proc, f"device {d}"), "live")) == max([req0] + requested)
+    with pytest.raises(leakscope.SnapshotError):
+        leakscope.export_perfetto(tmp_path / "missing.pickle", tmp_path / "x.perfetto-trace")

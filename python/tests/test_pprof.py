@@ -210,3 +210,16 @@ def test_pprof_takes_one_file(tmp_path):
     r = subprocess.run(cli() + ["export", str(f), str(f), "--pprof", str(tmp_path / "x.pb.gz")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "one file" in r.stderr
+
+
+def test_from_python(tmp_path, profile_pb2, scenario):
+    import leakscope
+
+    s = scenario("pp_last_stage_recv_pinned")
+    written = leakscope.export_pprof(s.path, tmp_path / "p.pb.gz", at="peak")
+    assert written["schema"] == "leakscope.export.pprof/1" and written["profile"] == "live"
+    assert written["total"] == s.truth["peak"]["live_requested_bytes"]
+    prof = Read(decode(profile_pb2, tmp_path / "p.pb.gz"))
+    assert sum(v[0] for _, v, _ in prof.samples()) == s.truth["peak"]["live_requested_bytes"]
+    with pytest.raises(ValueError, match="windows"):
+        leakscope.export_pprof(scenario("plain_one_step").path, tmp_path / "g.pb.gz", growth=True)
