@@ -285,3 +285,16 @@ def test_from_python(tmp_path, scenario):
         assert max(t.counter(t.device(proc, f"device {d}"), "live")) == max([req0] + requested)
     with pytest.raises(leakscope.SnapshotError):
         leakscope.export_perfetto(tmp_path / "missing.pickle", tmp_path / "x.perfetto-trace")
+
+
+def test_top_sites_sets_how_many_sites_get_a_counter(tmp_path, scenario):
+    s = scenario("pp_last_stage_recv_pinned")
+    t = Decoded(export(tmp_path, s.path, extra=["--top-sites", "3"]))
+    (proc,) = t.processes()
+    dev = t.device(proc, "device 0")
+    sites = [c.name for c in t.children(dev.uuid) if c.HasField("counter") and "site" in c.name]
+    assert len(sites) == 4 and sites[-1] == "site: other"
+    # The three largest at the peak, largest first, as the generator's bookkeeping has them.
+    by_site = s.truth["peak"]["by_site"]
+    want = sorted(by_site, key=lambda k: (-by_site[k]["bytes"], k))[:3]
+    assert [n.split(": ", 1)[1] for n in sites[:3]] == want

@@ -265,6 +265,9 @@ pub struct ExportCmd {
     /// Write a Perfetto trace of every file (a process per file/rank, tracks per device); gzipped when the name ends in .gz. Open it in ui.perfetto.dev
     #[arg(long, value_name = "OUT.perfetto-trace")]
     pub perfetto: Option<PathBuf>,
+    /// Perfetto: sites with a live-bytes counter of their own (the largest at the peak; the rest are "other")
+    #[arg(long, default_value_t = 8, requires = "perfetto", value_parser = clap::value_parser!(u8).range(0..=254))]
+    pub top_sites: u8,
     /// Write a gzipped pprof profile of one file: live bytes and allocations by stack at --at (or, with --growth, survivors per window). Open it with `go tool pprof` or speedscope
     #[arg(long, value_name = "OUT.pb.gz")]
     pub pprof: Option<PathBuf>,

@@ -262,6 +262,7 @@ impl ExportCmd {
             let mut p = session::PerfettoOptions::default();
             p.export = opts.clone();
             p.gzip = out.extension().is_some_and(|e| e == "gz");
+            p.top_sites = usize::from(self.top_sites);
             let written = exported(session::export_perfetto(&self.paths, out, &p))?;
             text.push_str(&render::exported::perfetto(&written));
             json.insert("perfetto".into(), serde_json::to_value(&written)?);
