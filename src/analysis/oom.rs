@@ -10,8 +10,8 @@ use super::leaks::{DeviceLeaks, Kind};
 use super::point::{self, At};
 use super::top;
 use crate::attribute::{Attributor, Site};
-use crate::model::{Action, DeviceView, Snapshot, flags};
-use crate::replay::{AllocatorState, Replay};
+use crate::model::{Action, BlockState, DeviceView, Snapshot, flags};
+use crate::replay::{AllocatorState, Replay, block_stack};
 use crate::windows::Windows;
 
 /// The devices whose trace has an `oom` event, in index order.
@@ -261,6 +261,84 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Who holds memory at the end, from the final segments' active blocks (what the program
+/// still holds: allocated and pending free), by `attr`'s key, largest first.
+fn holders_at_end(dev: &DeviceView, attr: &mut Attributor) -> Vec<Holder> {
+    let mut sums: Vec<(u64, u64)> = Vec::new();
+    for b in dev.segments.iter().flat_map(|s| &s.blocks) {
+        if !matches!(
+            b.state,
+            BlockState::ActiveAllocated
+                | BlockState::ActivePendingFree
+                | BlockState::ActiveAwaitingFree
+        ) {
+            continue;
+        }
+        let Some(k) = attr.key(block_stack(b)) else {
+            continue;
+        };
+        let k = k as usize;
+        if sums.len() <= k {
+            sums.resize(k + 1, (0, 0));
+        }
+        sums[k].0 += b.requested_bytes();
+        sums[k].1 += 1;
+    }
+    let mut rows: Vec<(u32, u64, u64)> = sums
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.1 > 0)
+        .map(|(k, s)| (k as u32, s.0, s.1))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then_with(|| attr.site(a.0).label.cmp(&attr.site(b.0).label))
+    });
+    rows.into_iter()
+        .take(10)
+        .map(|(k, bytes, blocks)| Holder {
+            site: attr.site(k).clone(),
+            bytes,
+            blocks,
+        })
+        .collect()
+}
+
+/// The explanation of a device without an `oom` event, from the file's final state
+/// alone (no replay of the trace): its memory at the end and who holds it. Growth per
+/// window is `leaks`' question.
+pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> DeviceOom {
+    let state = AllocatorState::at_end(dev);
+    let oom = oom_event(snap, dev, None);
+    let free = free_memory(&state, oom.pool);
+    let largest = free.by_pool.small.max(free.by_pool.large);
+    let mut r = DeviceOom {
+        device: dev.device,
+        would_fit_if_contiguous: None,
+        oom,
+        reserved_bytes: state.reserved(),
+        allocated_bytes: state.allocated(),
+        active_bytes: state.active(),
+        requested_bytes: state.requested(),
+        cached_free_bytes: free.cached_free,
+        cached_free_in_pool_bytes: free.in_pool,
+        largest_free_block_bytes: largest,
+        fragmentation: if free.cached_free == 0 {
+            0.0
+        } else {
+            1.0 - largest as f64 / free.cached_free as f64
+        },
+        largest_free_block_by_pool: free.by_pool,
+        streams: free.streams,
+        top_holders: holders_at_end(dev, attr),
+        grew_before: Vec::new(),
+        advice: Vec::new(),
+        reconstruction_unresolved: state.unresolved,
+    };
+    r.advice = advice(snap, &r, &[], false);
+    r
 }
 
 /// The advice the numbers support: fragmentation when the request would have fit in the

@@ -71,7 +71,7 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
             o,
             "{}",
             style.bold(&format!(
-                "device {}: no oom event in the trace; the state at the end of the file",
+                "device {}: no oom event in the trace; the state at the end of the file (what grows per window: `leakscope leaks`)",
                 r.device
             ))
         );

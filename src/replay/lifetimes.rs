@@ -198,7 +198,8 @@ impl Replay {
     }
 }
 
-fn block_stack(b: &Block) -> StackId {
+/// The stack a block was allocated at: its `frames`, else its first history entry's.
+pub fn block_stack(b: &Block) -> StackId {
     b.stack
         .filter(|s| *s != StackId::EMPTY)
         .or_else(|| {

@@ -7,5 +7,7 @@ mod lifetimes;
 mod state;
 
 pub use consistency::Consistency;
-pub use lifetimes::{Coverage, Lifetime, Mismatch, Origin, Replay, coverage, coverage_of, replay};
+pub use lifetimes::{
+    Coverage, Lifetime, Mismatch, Origin, Replay, block_stack, coverage, coverage_of, replay,
+};
 pub use state::{AllocatorState, StateBlock, StateSegment};

@@ -176,3 +176,68 @@ fn segment_map_at_end_and_at_the_oom() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("segments at peak"));
 }
+
+/// A file without an `oom` event is answered from its final state: its holders are the
+/// generator's bookkeeping of what is live at the end, by site, on every scenario that
+/// has no OOM (largest first, ten at most).
+#[test]
+fn holders_without_an_oom_are_the_truths_end_state() {
+    for name in [
+        "control_no_leak",
+        "late_onset_leak",
+        "loss_accum_no_detach",
+        "plain_loop_kept_logits",
+        "pp_last_stage_recv_pinned",
+        "two_devices_recv_leak",
+        "wrapped_ring_buffer",
+    ] {
+        let truth = read_json(&fixture(&format!("scenarios/{name}.truth.json")));
+        let v = leakscope_json(&[
+            "oom",
+            fixture(&format!("scenarios/{name}.pickle"))
+                .to_str()
+                .unwrap(),
+        ]);
+        let devices: Vec<serde_json::Value> = match truth["devices"].as_array() {
+            Some(d) => d.clone(),
+            None => vec![truth.clone()],
+        };
+        for d in devices {
+            let dev = d["device"].as_i64().unwrap_or(0);
+            let got = v["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["device"] == dev)
+                .unwrap_or_else(|| panic!("{name}: device {dev}"));
+            assert_eq!(got["oom"]["found"], false, "{name}");
+            let mut want: Vec<(String, u64, u64)> = d["end"]["by_site"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, x)| {
+                    (
+                        k.clone(),
+                        x["bytes"].as_u64().unwrap(),
+                        x["blocks"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            want.truncate(10);
+            let holders: Vec<(String, u64, u64)> = got["top_holders"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h["site"]["label"].as_str().unwrap().to_string(),
+                        h["bytes"].as_u64().unwrap(),
+                        h["blocks"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(holders, want, "{name} device {dev}");
+        }
+    }
+}
