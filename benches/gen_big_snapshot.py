@@ -415,13 +415,13 @@ class StackPool:
 
 
 class Segment:
-    __slots__ = ('addr', 'total', 'stream', 'small', 'cls', 'free', 'live', 'nslots', 'frames', 'device')
+    __slots__ = ('addr', 'total', 'stream', 'small', 'cls', 'free', 'requested', 'nslots', 'frames', 'device')
 
     def __init__(self, addr, total, stream, small, cls, nslots, frames, device):
         self.addr, self.total, self.stream, self.small = addr, total, stream, small
         self.cls, self.nslots, self.frames, self.device = cls, nslots, frames, device
         self.free = list(range(nslots - 1, -1, -1))   # pop() gives the lowest slot first
-        self.requested = {}                                # slot -> [req, frames, state]
+        self.requested = {}                           # slot -> [req, frames, state]
 
 
 class SizeClass:
