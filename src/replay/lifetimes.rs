@@ -282,8 +282,18 @@ pub fn replay(dev: &DeviceView) -> Replay {
     // addr -> a `free_requested` no traced allocation accounts for (yet)
     let mut requests: AddrMap<u32> = AddrMap::default();
     let mut unmatched: Vec<Lifetime> = Vec::new();
-    let mut reserved_delta: i128 = 0;
-    let mut reserved_rel = Vec::with_capacity(n);
+    // Sizes enter the running sums as i64, saturating: exact for any real trace (sums
+    // below 2^63 bytes), bounded for a hostile one.
+    let signed = |size: u64| size.min(i64::MAX as u64) as i64;
+    let mut reserved_delta: i64 = 0;
+    let mut reserved_rel: Vec<i64> = Vec::with_capacity(n);
+    // One lifetime per alloc, plus the few the trace does not show being made.
+    // (counted by the loader's scan when it kept one; no extra pass otherwise)
+    let allocs = t
+        .scan_cell
+        .get()
+        .and_then(|s| s.actions.get(Action::ALLOC.0 as usize).copied());
+    r.lifetimes.reserve(allocs.unwrap_or(0) as usize);
     for i in 0..n {
         let addr = t.addr[i];
         let size = t.size[i];
@@ -342,13 +352,13 @@ pub fn replay(dev: &DeviceView) -> Replay {
             }
             Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
                 open_segments.insert(addr, ());
-                reserved_delta += size as i128
+                reserved_delta = reserved_delta.saturating_add(signed(size));
             }
             Action::SEGMENT_FREE | Action::SEGMENT_UNMAP => {
                 if open_segments.remove(addr).is_none() {
                     r.unmatched_segment_frees += 1;
                 }
-                reserved_delta -= size as i128
+                reserved_delta = reserved_delta.saturating_sub(signed(size));
             }
             Action::OOM => r.ooms.push(at),
             _ => {}
@@ -426,35 +436,41 @@ fn reconcile(
 /// The requested and reserved bytes before the first event and after each: every
 /// lifetime adds its bytes where it is first alive and takes them away where it is freed;
 /// reserved counts back from the final segments.
-fn timelines(dev: &DeviceView, r: &mut Replay, reserved_rel: Vec<i128>) {
-    let n = reserved_rel.len();
-    let mut initial: i128 = 0;
-    let mut delta = vec![0i128; n];
+fn timelines(dev: &DeviceView, r: &mut Replay, mut reserved: Vec<i64>) {
+    let n = reserved.len();
+    let signed = |b: u64| b.min(i64::MAX as u64) as i64;
+    let mut initial: i64 = 0;
+    // Changes per event, summed in place into the live bytes after each event.
+    let mut live = vec![0i64; n];
     for l in &r.lifetimes {
+        let b = signed(l.bytes);
         match l.first_alive() {
-            None => initial += l.bytes as i128,
-            Some(a) if (a as usize) < n => delta[a as usize] += l.bytes as i128,
+            None => initial = initial.saturating_add(b),
+            Some(a) if (a as usize) < n => live[a as usize] = live[a as usize].saturating_add(b),
             Some(_) => continue, // begins after the last event: never alive in the trace
         }
         if let Some(f) = l.freed {
-            delta[f as usize] -= l.bytes as i128;
+            live[f as usize] = live[f as usize].saturating_sub(b);
         }
     }
-    let final_reserved: i128 = dev.segments.iter().map(|s| s.total_size as i128).sum();
-    let initial_reserved = final_reserved - reserved_rel.last().copied().unwrap_or(0);
+    let final_reserved = dev
+        .segments
+        .iter()
+        .fold(0i64, |a, s| a.saturating_add(signed(s.total_size)));
+    let initial_reserved = final_reserved.saturating_sub(reserved.last().copied().unwrap_or(0));
     r.initial_requested = initial.max(0) as u64;
     r.initial_reserved = initial_reserved.max(0) as u64;
     r.negative_reserved = u64::from(initial_reserved < 0);
     r.requested_above_reserved = u64::from(initial > initial_reserved.max(0));
-    r.requested = Vec::with_capacity(n);
-    r.reserved = Vec::with_capacity(n);
-    let mut live = initial;
-    for (d, rel) in delta.into_iter().zip(reserved_rel) {
-        live += d;
-        let reserved = initial_reserved + rel;
-        r.negative_reserved += u64::from(reserved < 0);
-        r.requested_above_reserved += u64::from(live > reserved.max(0));
-        r.requested.push(live.max(0) as u64);
-        r.reserved.push(reserved.max(0) as u64);
+    let mut running = initial;
+    for (d, rel) in live.iter_mut().zip(reserved.iter_mut()) {
+        running = running.saturating_add(*d);
+        *d = running;
+        *rel = initial_reserved.saturating_add(*rel);
+        r.negative_reserved += u64::from(*rel < 0);
+        r.requested_above_reserved += u64::from(running > (*rel).max(0));
     }
+    // Same size and alignment: both collects reuse their buffers.
+    r.requested = live.into_iter().map(|v| v.max(0) as u64).collect();
+    r.reserved = reserved.into_iter().map(|v| v.max(0) as u64).collect();
 }
