@@ -201,36 +201,64 @@ fn entries(
     only: Option<&Regex>,
 ) -> FastMap<u32, Vec<u32>> {
     let trace = snap.trace(device);
-    let mut out: FastMap<u32, Vec<u32>> = FastMap::default();
+    // Functions get dense indices and each stack's functions (sorted indices) are worked
+    // out once, into a flat pool indexed by stack id: the loop over the events hashes
+    // nothing.
+    let mut names: Vec<u32> = Vec::new();
+    let mut index_of: FastMap<u32, u32> = FastMap::default();
+    let mut funcs: Vec<u32> = Vec::new();
+    let mut of_stack: Vec<Option<(u32, u32)>> = vec![None; snap.stacks.len()];
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    let mut stack_funcs = |s: StackId, funcs: &mut Vec<u32>| -> (u32, u32) {
+        if let Some(r) = of_stack.get(s.0 as usize).copied().flatten() {
+            return r;
+        }
+        let mut v: Vec<u32> = attr
+            .filtered(s)
+            .into_iter()
+            .filter(|f| is_python(snap, snap.frames.get(*f)))
+            .map(|f| snap.frames.get(f).name.0)
+            .filter(|&n| only.is_none_or(|r| r.is_match(snap.strings.get(StrId(n)))))
+            .map(|n| {
+                *index_of.entry(n).or_insert_with(|| {
+                    names.push(n);
+                    (names.len() - 1) as u32
+                })
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        let r = (funcs.len() as u32, (funcs.len() + v.len()) as u32);
+        funcs.extend(v);
+        if let Some(slot) = of_stack.get_mut(s.0 as usize) {
+            *slot = Some(r);
+        }
+        r
+    };
     let mut prev: Option<StackId> = None;
-    // The functions of each stack, sorted (looked up once per distinct stack).
-    let mut cache: FastMap<StackId, Vec<u32>> = FastMap::default();
     for i in 0..trace.len() {
         let s = trace.stack[i];
         if trace.action[i] != Action::ALLOC || prev == Some(s) {
             continue;
         }
-        cache.entry(s).or_insert_with(|| {
-            let mut v: Vec<u32> = attr
-                .filtered(s)
-                .into_iter()
-                .filter(|f| is_python(snap, snap.frames.get(*f)))
-                .map(|f| snap.frames.get(f).name.0)
-                .filter(|&n| only.is_none_or(|r| r.is_match(snap.strings.get(StrId(n)))))
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        });
-        let before: &[u32] = prev.and_then(|p| cache.get(&p)).map_or(&[], |v| v);
-        for n in &cache[&s] {
-            if before.binary_search(n).is_err() {
-                out.entry(*n).or_default().push(i as u32);
+        let now = stack_funcs(s, &mut funcs);
+        let before = prev.map_or((0, 0), |p| stack_funcs(p, &mut funcs));
+        let had = &funcs[before.0 as usize..before.1 as usize];
+        for &f in &funcs[now.0 as usize..now.1 as usize] {
+            if had.binary_search(&f).is_err() {
+                if out.len() <= f as usize {
+                    out.resize_with(f as usize + 1, Vec::new);
+                }
+                out[f as usize].push(i as u32);
             }
         }
         prev = Some(s);
     }
-    out
+    out.into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(f, v)| (names[f], v))
+        .collect()
 }
 
 /// `frame:REGEX`: a window starts at each entry into a function matching the pattern.
