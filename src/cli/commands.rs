@@ -46,16 +46,16 @@ impl LeaksCmd {
 impl CompareCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let opts = self.analysis.options();
-        // One snapshot in memory at a time: A's side is computed and its snapshot freed
-        // before B is loaded.
-        let a = output::open(&self.a, &self.analysis.load, false)?;
-        let side_a = a.compare_side(&opts)?;
-        output::warn_disagreements(&a);
-        drop(a);
-        let s = output::open(&self.b, &self.analysis.load, false)?;
-        let side_b = s.compare_side(&opts)?;
-        output::finish(s);
-        let report = session::compare(&side_a, &side_b);
+        // Both files at once, each freed as soon as its side is computed: the two loads and
+        // analyses share the cores.
+        let side = |path: &Path| -> anyhow::Result<session::CompareSide> {
+            let s = output::open(path, &self.analysis.load, false)?;
+            let side = s.compare_side(&opts)?;
+            output::warn_disagreements(&s);
+            Ok(side)
+        };
+        let (side_a, side_b) = rayon::join(|| side(&self.a), || side(&self.b));
+        let report = session::compare(&side_a?, &side_b?);
         emit(self.json, &report, |r| {
             render::leaks::compare_text(r, style)
         })

@@ -42,7 +42,7 @@ use crate::model::Snapshot;
 use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
-pub use compare::{CompareReport, Unpaired, compare};
+pub use compare::{CompareReport, CompareSide, Unpaired, compare};
 pub use discover::{Found, discover};
 pub use error::SessionError;
 pub use export::{
