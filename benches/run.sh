@@ -36,7 +36,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-# leakscope commands to time; FILE is appended to each. A command whose subcommand the
+# leakscope commands to time; FILE is appended to each (or put where `{FILE}` stands). A command whose subcommand the
 # binary does not list in `leakscope --help` is skipped, so later ones can be added here
 # before they exist.
 LEAKSCOPE_CMDS=(
@@ -48,6 +48,8 @@ LEAKSCOPE_CMDS=(
     "flamegraph --at peak -o target/bench/flamegraph.svg"
     "leaks"
     "report -o target/bench/report.html"
+    "oom"
+    "compare {FILE} {FILE}"
     "export --perfetto target/bench/trace.perfetto-trace"
     "export --pprof target/bench/live.pb.gz --at peak"
 )
@@ -181,7 +183,12 @@ for cmd in "${LEAKSCOPE_CMDS[@]}"; do
         continue
     fi
     log "leakscope $cmd..."
-    measure "$RUNS" "$BIN" "${argv[@]}" "$FILE"
+    if [[ "$cmd" == *"{FILE}"* ]]; then
+        argv=("${argv[@]//\{FILE\}/$FILE}")
+        measure "$RUNS" "$BIN" "${argv[@]}"
+    else
+        measure "$RUNS" "$BIN" "${argv[@]}" "$FILE"
+    fi
     if ((M_OK)); then
         add_row "leakscope $cmd" "$M_WALL" "$M_RSS" "$M_RUNS"
     else
