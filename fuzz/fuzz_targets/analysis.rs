@@ -1,11 +1,13 @@
 //! Load plus analysis: whatever loads must also go through the session's every report
 //! (summary, leaks over `auto` windows, top and the call tree at the peak and the end,
 //! the segment map, the OOM explanation, the HTML report's data, a comparison with
-//! itself) on every device, without a panic.
+//! itself, the Perfetto timeline and both pprof profiles, encoded) on every device,
+//! without a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
 use leakscope::analysis::At;
+use leakscope::render;
 use leakscope::session::{self, Options, ReportOptions, Session};
 
 mod common;
@@ -27,5 +29,15 @@ fuzz_target!(|data: &[u8]| {
     let _ = s.report(&opts, &ReportOptions::default());
     if let Ok(side) = s.compare_side(&opts) {
         let _ = session::compare(&side, &side);
+    }
+    if let Ok(t) = s.perfetto(&session::PerfettoOptions::default()) {
+        let _ = render::perfetto::write(&t, std::io::sink());
+    }
+    for growth in [false, true] {
+        let mut p = session::PprofOptions::default();
+        p.growth = growth;
+        if let Ok(profile) = s.pprof(&p) {
+            let _ = render::pprof::write(&profile, std::io::sink());
+        }
     }
 });

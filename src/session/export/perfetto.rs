@@ -114,14 +114,18 @@ impl Clock {
     fn event(&self, e: u32) -> i64 {
         match self {
             Clock::Index { .. } => (i64::from(e) + 1) * NS_PER_US,
-            Clock::Time { us } => us.get(e as usize).copied().unwrap_or(0) * NS_PER_US,
+            Clock::Time { us } => us
+                .get(e as usize)
+                .copied()
+                .unwrap_or(0)
+                .saturating_mul(NS_PER_US),
         }
     }
 
     fn before_first(&self) -> i64 {
         match self {
             Clock::Index { .. } => 0,
-            Clock::Time { .. } => self.event(0) - NS_PER_US,
+            Clock::Time { .. } => self.event(0).saturating_sub(NS_PER_US),
         }
     }
 
@@ -129,14 +133,16 @@ impl Clock {
     fn end(&self) -> i64 {
         match self {
             Clock::Index { events, .. } => (*events as i64 + 1) * NS_PER_US,
-            Clock::Time { us } => us.last().map_or(0, |&t| (t + 1) * NS_PER_US),
+            Clock::Time { us } => us
+                .last()
+                .map_or(0, |&t| t.saturating_add(1).saturating_mul(NS_PER_US)),
         }
     }
 
     /// `time_us` of an annotation: itself, or the first timed event at or after it.
     fn at_us(&self, t: i64) -> i64 {
         match self {
-            Clock::Time { .. } => t * NS_PER_US,
+            Clock::Time { .. } => t.saturating_mul(NS_PER_US),
             Clock::Index { timed, .. } => {
                 match timed.get(timed.partition_point(|&(ti, _)| ti < t)) {
                     Some(&(_, e)) => self.event(e),
@@ -518,6 +524,52 @@ fn file_tracks(
     })
 }
 
+impl Session {
+    /// This snapshot's timeline alone (one process, as `export --perfetto` draws a file),
+    /// for [`perfetto::write`]: in memory, without files.
+    ///
+    /// ```
+    /// use leakscope::session::{PerfettoOptions, Session};
+    /// let s = Session::open("fixtures/scenarios/fragmentation_oom.pickle", Default::default())?;
+    /// let t = s.perfetto(&PerfettoOptions::default())?;
+    /// let oom = t.processes[0].devices[0].instants.iter().any(|i| i.name.starts_with("OOM"));
+    /// assert!(oom);
+    /// # Ok::<(), leakscope::session::SessionError>(())
+    /// ```
+    pub fn perfetto(&self, opts: &PerfettoOptions) -> Result<Timeline, SessionError> {
+        let found = Found {
+            file: PathBuf::from(self.name()),
+            rank: None,
+            step: String::new(),
+            step_order: 0,
+        };
+        let t = file_tracks(
+            self,
+            &found,
+            1,
+            opts,
+            opts.max_counter_points,
+            opts.max_slices,
+        )?;
+        let timed = t.time.is_some();
+        Ok(Timeline {
+            processes: vec![t.time.unwrap_or(t.index)],
+            metadata: vec![("leakscope.timebase".into(), timebase_note(timed))],
+        })
+    }
+}
+
+/// What the trace's metadata says of its time axis.
+fn timebase_note(timed: bool) -> String {
+    if timed {
+        "time_us: events at their recorded time; files (ranks) aligned by wall clock".to_string()
+    } else {
+        "event index: not every file carries time_us, so event i of each file is drawn at \
+         (i + 1) microseconds and files are aligned by event index"
+            .to_string()
+    }
+}
+
 /// Exports `paths` (snapshot files, and run directories whose snapshots are found as
 /// `ranks` finds them) as one Perfetto trace at `out`.
 ///
@@ -593,13 +645,7 @@ pub fn export_perfetto(
             _ => t.index,
         })
         .collect();
-    let note = if timed {
-        "time_us: events at their recorded time; files (ranks) aligned by wall clock".to_string()
-    } else {
-        "event index: not every file carries time_us, so event i of each file is drawn at \
-         (i + 1) microseconds and files are aligned by event index"
-            .to_string()
-    };
+    let note = timebase_note(timed);
     let timeline = Timeline {
         processes,
         metadata: vec![

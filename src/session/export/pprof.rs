@@ -108,11 +108,7 @@ pub fn export_pprof(
         ..LoadOptions::default()
     };
     let s = Session::open(file, lo)?;
-    let (profile, devices, left_out) = if opts.growth {
-        growth_profile(&s, &opts.export)?
-    } else {
-        live_profile(&s, &opts.export, opts.at)?
-    };
+    let (profile, devices, left_out) = s.profile_parts(opts)?;
     let io = |source| ExportError::Io {
         path: out.to_path_buf(),
         source,
@@ -147,6 +143,30 @@ pub fn export_pprof(
 }
 
 type Built = (Profile, Vec<i64>, Vec<String>);
+
+impl Session {
+    /// This snapshot's profile (live bytes at `opts.at`, or survivors per window with
+    /// `opts.growth`), for [`pprof::write`]: in memory, without files.
+    ///
+    /// ```
+    /// use leakscope::session::{PprofOptions, Session};
+    /// let s = Session::open("fixtures/scenarios/two_devices_recv_leak.pickle", Default::default())?;
+    /// let p = s.pprof(&PprofOptions::default())?;
+    /// assert_eq!(p.sample_types[0], ("space".to_string(), "bytes".to_string()));
+    /// # Ok::<(), leakscope::session::SessionError>(())
+    /// ```
+    pub fn pprof(&self, opts: &PprofOptions) -> Result<Profile, SessionError> {
+        Ok(self.profile_parts(opts)?.0)
+    }
+
+    fn profile_parts(&self, opts: &PprofOptions) -> Result<Built, SessionError> {
+        if opts.growth {
+            growth_profile(self, &opts.export)
+        } else {
+            live_profile(self, &opts.export, opts.at)
+        }
+    }
+}
 
 fn device_label(d: i64) -> Vec<(String, i64)> {
     vec![("device".to_string(), d)]
