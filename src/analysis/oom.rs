@@ -266,37 +266,21 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
 /// Who holds memory at the end, from the final segments' active blocks (what the program
 /// still holds: allocated and pending free), by `attr`'s key, largest first.
 fn holders_at_end(dev: &DeviceView, attr: &mut Attributor) -> Vec<Holder> {
-    let mut sums: Vec<(u64, u64)> = Vec::new();
-    for b in dev.segments.iter().flat_map(|s| &s.blocks) {
-        if !matches!(
-            b.state,
-            BlockState::ActiveAllocated
-                | BlockState::ActivePendingFree
-                | BlockState::ActiveAwaitingFree
-        ) {
-            continue;
-        }
-        let Some(k) = attr.key(block_stack(b)) else {
-            continue;
-        };
-        let k = k as usize;
-        if sums.len() <= k {
-            sums.resize(k + 1, (0, 0));
-        }
-        sums[k].0 += b.requested_bytes();
-        sums[k].1 += 1;
-    }
-    let mut rows: Vec<(u32, u64, u64)> = sums
+    let held = dev
+        .segments
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.1 > 0)
-        .map(|(k, s)| (k as u32, s.0, s.1))
-        .collect();
-    rows.sort_by(|a, b| {
-        b.1.cmp(&a.1)
-            .then_with(|| attr.site(a.0).label.cmp(&attr.site(b.0).label))
-    });
-    rows.into_iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| {
+            matches!(
+                b.state,
+                BlockState::ActiveAllocated
+                    | BlockState::ActivePendingFree
+                    | BlockState::ActiveAwaitingFree
+            )
+        })
+        .map(|b| (block_stack(b), b.requested_bytes()));
+    top::grouped(held, attr)
+        .into_iter()
         .take(10)
         .map(|(k, bytes, blocks)| Holder {
             site: attr.site(k).clone(),
@@ -306,17 +290,22 @@ fn holders_at_end(dev: &DeviceView, attr: &mut Attributor) -> Vec<Holder> {
         .collect()
 }
 
-/// The explanation of a device without an `oom` event, from the file's final state
-/// alone (no replay of the trace): its memory at the end and who holds it. Growth per
-/// window is `leaks`' question.
-pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> DeviceOom {
-    let state = AllocatorState::at_end(dev);
-    let oom = oom_event(snap, dev, None);
-    let free = free_memory(&state, oom.pool);
+/// The figures of `state` for the request `oom`, with its holders and what grew before;
+/// the advice follows from them.
+fn from_state(
+    snap: &Snapshot,
+    dev: &DeviceView,
+    oom: OomEvent,
+    state: &AllocatorState,
+    top_holders: Vec<Holder>,
+    grew_before: Vec<GrewBefore>,
+    guessed: bool,
+) -> DeviceOom {
+    let free = free_memory(state, oom.pool);
     let largest = free.by_pool.small.max(free.by_pool.large);
     let mut r = DeviceOom {
         device: dev.device,
-        would_fit_if_contiguous: None,
+        would_fit_if_contiguous: oom.request_bytes.map(|q| free.in_pool >= round_block(q)),
         oom,
         reserved_bytes: state.reserved(),
         allocated_bytes: state.allocated(),
@@ -332,13 +321,31 @@ pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> 
         },
         largest_free_block_by_pool: free.by_pool,
         streams: free.streams,
-        top_holders: holders_at_end(dev, attr),
+        top_holders,
         grew_before: Vec::new(),
         advice: Vec::new(),
         reconstruction_unresolved: state.unresolved,
     };
-    r.advice = advice(snap, &r, &[], false);
+    r.advice = advice(snap, &r, &grew_before, guessed);
+    r.grew_before = grew_before;
     r
+}
+
+/// The explanation of a device without an `oom` event, from the file's final state
+/// alone (no replay of the trace): its memory at the end and who holds it. Growth per
+/// window is `leaks`' question.
+pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> DeviceOom {
+    let state = AllocatorState::at_end(dev);
+    let holders = holders_at_end(dev, attr);
+    from_state(
+        snap,
+        dev,
+        oom_event(snap, dev, None),
+        &state,
+        holders,
+        Vec::new(),
+        false,
+    )
 }
 
 /// The advice the numbers support: fragmentation when the request would have fit in the
@@ -397,8 +404,6 @@ pub fn explain(
         None => AllocatorState::at_end(dev),
     };
     let oom = oom_event(snap, dev, idx);
-    let free = free_memory(&state, oom.pool);
-    let largest = free.by_pool.small.max(free.by_pool.large);
     let grew_before: Vec<GrewBefore> = before
         .suspects
         .iter()
@@ -411,30 +416,14 @@ pub fn explain(
             kind: g.kind,
         })
         .collect();
-    let mut r = DeviceOom {
-        device: dev.device,
-        would_fit_if_contiguous: oom.request_bytes.map(|q| free.in_pool >= round_block(q)),
+    let holders = holders(snap, replay, attr, idx.is_some());
+    from_state(
+        snap,
+        dev,
         oom,
-        reserved_bytes: state.reserved(),
-        allocated_bytes: state.allocated(),
-        active_bytes: state.active(),
-        requested_bytes: state.requested(),
-        cached_free_bytes: free.cached_free,
-        cached_free_in_pool_bytes: free.in_pool,
-        largest_free_block_bytes: largest,
-        fragmentation: if free.cached_free == 0 {
-            0.0
-        } else {
-            1.0 - largest as f64 / free.cached_free as f64
-        },
-        largest_free_block_by_pool: free.by_pool,
-        streams: free.streams,
-        top_holders: holders(snap, replay, attr, idx.is_some()),
-        grew_before: Vec::new(),
-        advice: Vec::new(),
-        reconstruction_unresolved: state.unresolved,
-    };
-    r.advice = advice(snap, &r, &grew_before, before.windows.guessed);
-    r.grew_before = grew_before;
-    r
+        &state,
+        holders,
+        grew_before,
+        before.windows.guessed,
+    )
 }

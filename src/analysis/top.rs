@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::point::Point;
 use crate::attribute::{Attributor, Site};
+use crate::model::StackId;
 use crate::replay::Replay;
 
 /// One group of live allocations.
@@ -48,16 +49,20 @@ pub struct DeviceTop {
     pub rest: Rest,
 }
 
-/// Groups the allocations live at `point` by `attr`'s key; `limit` rows, the rest summed.
-pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -> DeviceTop {
+/// `(key, bytes, allocations)` of `(stack, bytes)` allocations grouped by `attr`'s key
+/// (those it leaves out skipped), largest first; ties by label so the order is stable.
+pub(crate) fn grouped(
+    allocations: impl Iterator<Item = (StackId, u64)>,
+    attr: &mut Attributor,
+) -> Vec<(u32, u64, u64)> {
     let mut sums: Vec<(u64, u64)> = Vec::new();
-    for l in replay.live_set(point.event_index) {
-        let Some(k) = attr.key(l.stack) else { continue };
+    for (stack, bytes) in allocations {
+        let Some(k) = attr.key(stack) else { continue };
         let k = k as usize;
         if sums.len() <= k {
             sums.resize(k + 1, (0, 0));
         }
-        sums[k].0 += l.bytes;
+        sums[k].0 += bytes;
         sums[k].1 += 1;
     }
     let mut groups: Vec<(u32, u64, u64)> = sums
@@ -66,11 +71,21 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
         .filter(|(_, s)| s.1 > 0)
         .map(|(k, s)| (k as u32, s.0, s.1))
         .collect();
-    // Largest first; ties by label so the order is stable.
     groups.sort_by(|a, b| {
         b.1.cmp(&a.1)
             .then_with(|| attr.site(a.0).label.cmp(&attr.site(b.0).label))
     });
+    groups
+}
+
+/// Groups the allocations live at `point` by `attr`'s key; `limit` rows, the rest summed.
+pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -> DeviceTop {
+    let groups = grouped(
+        replay
+            .live_set(point.event_index)
+            .map(|l| (l.stack, l.bytes)),
+        attr,
+    );
     let total_bytes: u64 = groups.iter().map(|g| g.1).sum();
     let total_blocks: u64 = groups.iter().map(|g| g.2).sum();
     let share = |b: u64| {
