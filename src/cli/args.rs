@@ -46,7 +46,7 @@ pub enum Command {
     Report(ReportCmd),
     /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
     Convert(ConvertCmd),
-    /// Export files and run directories as Parquet tables (files, ranks, suspects, top sites, events, stacks)
+    /// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, pprof profiles
     Export(ExportCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
