@@ -254,6 +254,9 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
         }
     }
     if devices.is_empty() {
+        if left.is_empty() {
+            left.push("the file has no device with trace events".to_string());
+        }
         return Err(SessionError::NoWindows {
             file: s.name().to_string(),
             reasons: left,
