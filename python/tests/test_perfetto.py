@@ -298,3 +298,24 @@ def test_top_sites_sets_how_many_sites_get_a_counter(tmp_path, scenario):
     by_site = s.truth["peak"]["by_site"]
     want = sorted(by_site, key=lambda k: (-by_site[k]["bytes"], k))[:3]
     assert [n.split(": ", 1)[1] for n in sites[:3]] == want
+
+
+LEAKING = ["pp_last_stage_recv_pinned", "loss_accum_no_detach", "late_onset_leak",
+           "two_devices_recv_leak", "plain_loop_kept_logits", "wrapped_ring_buffer"]
+
+
+@pytest.mark.parametrize("name", LEAKING)
+def test_every_leak_of_the_truth_has_its_onset_instant(tmp_path, scenario, name):
+    s = scenario(name)
+    if not s.leaks:
+        pytest.skip("no leak in this scenario's truth")
+    t = Decoded(export(tmp_path, s.path, extra=["--windows", s.windows]))
+    (proc,) = t.processes()
+    for leak in s.leaks:
+        dev = t.device(proc, f"device {leak.device}")
+        label = leak.function or leak.site
+        found = [e for _, e in t.instants(dev) if e.name == f"{leak.kind} onset: {label}"]
+        rates = [{a.name: a for a in e.debug_annotations}["bytes_per_window"].uint_value
+                 for e in found
+                 if {a.name: a for a in e.debug_annotations}["site"].string_value == leak.site]
+        assert rates == [leak.rate], (leak, [e.name for _, e in t.instants(dev)])
