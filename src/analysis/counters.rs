@@ -24,13 +24,6 @@ pub struct Series {
     pub points: Vec<(u32, u64)>,
 }
 
-impl Series {
-    /// The largest value of the series (before the first event or at a kept point).
-    pub fn max(&self) -> u64 {
-        self.points.iter().map(|p| p.1).fold(self.initial, u64::max)
-    }
-}
-
 /// One site's series.
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteCounter {

@@ -21,7 +21,7 @@ pub use ids::{FrameId, MetaId, StackId, StrId};
 pub use line::Line;
 pub use scan::ScanInput;
 pub use scan::{ScanCell, TraceScan};
-pub use trace::Trace;
+pub use trace::{TimedEvents, Trace};
 pub use value::{Extra, Value};
 
 /// How the file was encoded.

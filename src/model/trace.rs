@@ -27,6 +27,34 @@ pub struct Trace {
     pub scan_cell: ScanCell,
 }
 
+/// The events of a trace that carry `time_us`, as `(time_us, event index)` in event
+/// order: where annotations, which have times but no event index, are placed.
+#[derive(Clone, Debug, Default)]
+pub struct TimedEvents(Vec<(i64, u32)>);
+
+impl TimedEvents {
+    /// The timed events of `trace`; `metas` are the snapshot's.
+    pub fn of(trace: &Trace, metas: &[EventMeta]) -> TimedEvents {
+        TimedEvents(
+            (0..trace.len())
+                .filter(|&i| {
+                    metas
+                        .get(trace.meta[i].index())
+                        .is_some_and(|m| m.has(super::event::flags::TIME))
+                })
+                .map(|i| (trace.time_us[i], i as u32))
+                .collect(),
+        )
+    }
+
+    /// The first timed event at or after `time_us` (`None`: none is).
+    pub fn at_or_after(&self, time_us: i64) -> Option<u32> {
+        self.0
+            .get(self.0.partition_point(|&(t, _)| t < time_us))
+            .map(|&(_, e)| e)
+    }
+}
+
 impl Trace {
     /// Number of events.
     pub fn len(&self) -> usize {

@@ -7,7 +7,7 @@ use regex::Regex;
 
 use crate::attribute::{Attributor, is_python};
 use crate::model::fxhash::FastMap;
-use crate::model::{Action, Snapshot, StackId, StrId, flags};
+use crate::model::{Action, Snapshot, StackId, StrId, TimedEvents};
 
 /// A family of windows: where each starts, what each is called, and where they come from.
 #[derive(Clone, Debug)]
@@ -45,14 +45,8 @@ impl Family {
 /// no END runs to the end of the trace).
 pub fn annotation_spans(snap: &Snapshot, device: i64, re: &Regex) -> Vec<(u32, u32)> {
     let trace = snap.trace(device);
-    let timed: Vec<(i64, u32)> = (0..trace.len())
-        .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
-        .map(|i| (trace.time_us[i], i as u32))
-        .collect();
-    let at = |t: i64| {
-        let k = timed.partition_point(|&(ti, _)| ti < t);
-        timed.get(k).map_or(trace.len() as u32, |&(_, e)| e)
-    };
+    let timed = TimedEvents::of(trace, &snap.metas);
+    let at = |t: i64| timed.at_or_after(t).unwrap_or(trace.len() as u32);
     let mut open: Vec<(String, u32)> = Vec::new();
     let mut spans = Vec::new();
     for a in snap.external_annotations.iter().flatten() {
@@ -115,10 +109,7 @@ pub(super) fn annotation_families(
     let Some(anns) = snap.external_annotations.as_ref() else {
         return Vec::new();
     };
-    let timed: Vec<(i64, u32)> = (0..trace.len())
-        .filter(|&i| snap.meta(trace.meta[i]).has(flags::TIME))
-        .map(|i| (trace.time_us[i], i as u32))
-        .collect();
+    let timed = TimedEvents::of(trace, &snap.metas);
     let mut by_family: Vec<(String, Vec<(u32, String)>)> = Vec::new();
     for a in anns {
         let (Some(name), Some(t), Some("START")) =
@@ -129,7 +120,7 @@ pub(super) fn annotation_families(
         if a.device.is_some_and(|d| d != device) || pattern.is_some_and(|re| !re.is_match(name)) {
             continue;
         }
-        let Some(&(_, ev)) = timed.get(timed.partition_point(|&(ti, _)| ti < t)) else {
+        let Some(ev) = timed.at_or_after(t) else {
             continue;
         };
         let key = match pattern {

@@ -10,6 +10,7 @@
 //! counters share a budget of points (each series keeps its extremes per bucket, so the
 //! peak stays exact) and the slices one of slices.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use crate::analysis::counters::{self, Counters, Series};
 use crate::analysis::leaks::Growth;
 use crate::analysis::spans::{self, Span};
 use crate::model::fxhash::FastMap;
-use crate::model::{DeviceView, Snapshot, flags};
+use crate::model::{DeviceView, Snapshot, TimedEvents, flags};
 use crate::render::perfetto::{
     self, Arg, Counter, DeviceTracks, Instant, ProcessTracks, Slice, SliceTrack, Timeline,
 };
@@ -96,21 +97,22 @@ pub struct PerfettoSummary {
     pub ranges_left_out: u64,
 }
 
-/// Event index or `time_us` to trace nanoseconds, for one device.
-enum Clock {
+/// Event index or `time_us` to trace nanoseconds, for one device (borrowing what the
+/// device's findings hold).
+enum Clock<'f> {
     /// Event `i` at `(i + 1)` µs; before the first event at 0.
     Index {
         events: usize,
-        /// `(time_us, event)` of the timed events, for `record_function` times.
-        timed: Vec<(i64, u32)>,
+        /// The timed events, for `record_function` times.
+        timed: &'f TimedEvents,
     },
     /// `time_us` of each event (an untimed event takes the previous timed one's).
-    Time { us: Vec<i64> },
+    Time { us: &'f [i64] },
 }
 
 const NS_PER_US: i64 = 1_000;
 
-impl Clock {
+impl Clock<'_> {
     fn event(&self, e: u32) -> i64 {
         match self {
             Clock::Index { .. } => (i64::from(e) + 1) * NS_PER_US,
@@ -144,10 +146,7 @@ impl Clock {
         match self {
             Clock::Time { .. } => t.saturating_mul(NS_PER_US),
             Clock::Index { timed, .. } => {
-                match timed.get(timed.partition_point(|&(ti, _)| ti < t)) {
-                    Some(&(_, e)) => self.event(e),
-                    None => self.end(),
-                }
+                timed.at_or_after(t).map_or(self.end(), |e| self.event(e))
             }
         }
     }
@@ -159,16 +158,17 @@ impl Clock {
     }
 }
 
-/// `time_us` per event of a trace where every event is timed, or with the gaps filled;
-/// `None` when no event is.
-fn event_times(snap: &Snapshot, view: &DeviceView) -> Option<Vec<i64>> {
+/// `time_us` per event: the trace's own column when every event is timed, else with each
+/// gap filled by the previous timed event's time; `None` when no event is timed.
+fn event_times<'s>(snap: &Snapshot, view: &DeviceView<'s>) -> Option<Cow<'s, [i64]>> {
     let t = view.trace;
     let timed = |i: usize| snap.meta(t.meta[i]).has(flags::TIME);
-    if t.is_empty() || !(0..t.len()).any(timed) {
-        return None;
+    let first = (0..t.len()).find(|&i| timed(i))?;
+    if (first..t.len()).all(timed) && first == 0 {
+        return Some(Cow::Borrowed(&t.time_us));
     }
-    let mut last = (0..t.len()).find(|&i| timed(i)).map_or(0, |i| t.time_us[i]);
-    Some(
+    let mut last = t.time_us[first];
+    Some(Cow::Owned(
         (0..t.len())
             .map(|i| {
                 if timed(i) {
@@ -177,12 +177,12 @@ fn event_times(snap: &Snapshot, view: &DeviceView) -> Option<Vec<i64>> {
                 last
             })
             .collect(),
-    )
+    ))
 }
 
 /// What a device shows, in event indices and `time_us`; drawn by [`draw`] on either
 /// time axis.
-struct DeviceFindings {
+struct DeviceFindings<'s> {
     device: i64,
     events: usize,
     counters: Counters,
@@ -197,8 +197,8 @@ struct DeviceFindings {
     peak_reserved: u64,
     ooms: Vec<(u32, u64, u64, u64)>,
     suspects: Vec<(u32, Growth)>,
-    times: Option<Vec<i64>>,
-    timed_events: Vec<(i64, u32)>,
+    times: Option<Cow<'s, [i64]>>,
+    timed_events: TimedEvents,
 }
 
 /// Groups windows so at most `limit` slices remain: a group is named after its first and
@@ -257,7 +257,12 @@ struct Budget {
     spans: usize,
 }
 
-fn findings(s: &Session, r: &mut DeviceRun, top_sites: usize, b: Budget) -> DeviceFindings {
+fn findings<'s>(
+    s: &Session,
+    r: &mut DeviceRun<'s>,
+    top_sites: usize,
+    b: Budget,
+) -> DeviceFindings<'s> {
     let snap = s.snapshot();
     let leaks = r.find_leaks();
     let (windows, windows_title, windows_merged) = window_slices(r, b.windows);
@@ -290,13 +295,11 @@ fn findings(s: &Session, r: &mut DeviceRun, top_sites: usize, b: Budget) -> Devi
         .0
         .map_or(rep.initial_reserved, |i| rep.reserved[i as usize]);
     let times = event_times(snap, &r.view);
+    // Only `record_function` times are placed by event.
     let timed_events = if spans.is_empty() {
-        Vec::new()
+        TimedEvents::default()
     } else {
-        (0..t.len())
-            .filter(|&i| snap.meta(t.meta[i]).has(flags::TIME))
-            .map(|i| (t.time_us[i], i as u32))
-            .collect()
+        TimedEvents::of(t, &snap.metas)
     };
     DeviceFindings {
         device: r.device(),
@@ -495,23 +498,24 @@ fn file_tracks(
         Some(r) => format!("rank {r}: {}", s.name()),
         None => s.name().to_string(),
     };
-    let process = |clock_of: &dyn Fn(&DeviceFindings) -> Clock, axis: &str| ProcessTracks {
-        pid,
-        name: name.clone(),
-        description: format!("{} (time axis: {axis})", s.name()),
-        devices: found_all.iter().map(|f| draw(f, &clock_of(f))).collect(),
-    };
+    let process =
+        |clock_of: &dyn for<'f> Fn(&'f DeviceFindings) -> Clock<'f>, axis: &str| ProcessTracks {
+            pid,
+            name: name.clone(),
+            description: format!("{} (time axis: {axis})", s.name()),
+            devices: found_all.iter().map(|f| draw(f, &clock_of(f))).collect(),
+        };
     let index = process(
         &|f| Clock::Index {
             events: f.events,
-            timed: f.timed_events.clone(),
+            timed: &f.timed_events,
         },
         "event index, 1 µs per event",
     );
     let time = timed.then(|| {
         process(
             &|f| Clock::Time {
-                us: f.times.clone().unwrap_or_default(),
+                us: f.times.as_deref().unwrap_or_default(),
             },
             "time_us",
         )
