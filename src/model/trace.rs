@@ -27,31 +27,52 @@ pub struct Trace {
     pub scan_cell: ScanCell,
 }
 
-/// The events of a trace that carry `time_us`, as `(time_us, event index)` in event
-/// order: where annotations, which have times but no event index, are placed.
+/// The events of a trace that carry `time_us`, in event order: where annotations, which
+/// have times but no event index, are placed. It borrows the trace's time column and keeps
+/// the indices of the timed events only when some events are untimed.
 #[derive(Clone, Debug, Default)]
-pub struct TimedEvents(Vec<(i64, u32)>);
+pub struct TimedEvents<'t> {
+    times: &'t [i64],
+    /// The timed events' indices; `None` when every event is timed.
+    index: Option<Vec<u32>>,
+}
 
-impl TimedEvents {
+impl<'t> TimedEvents<'t> {
     /// The timed events of `trace`; `metas` are the snapshot's.
-    pub fn of(trace: &Trace, metas: &[EventMeta]) -> TimedEvents {
-        TimedEvents(
-            (0..trace.len())
-                .filter(|&i| {
-                    metas
-                        .get(trace.meta[i].index())
-                        .is_some_and(|m| m.has(super::event::flags::TIME))
-                })
-                .map(|i| (trace.time_us[i], i as u32))
-                .collect(),
-        )
+    pub fn of(trace: &'t Trace, metas: &[EventMeta]) -> TimedEvents<'t> {
+        let timed: Vec<bool> = metas
+            .iter()
+            .map(|m| m.has(super::event::flags::TIME))
+            .collect();
+        let is_timed = |m: &MetaId| timed.get(m.index()).copied().unwrap_or(false);
+        let index = if trace.meta.iter().all(is_timed) {
+            None
+        } else {
+            Some(
+                (0..trace.len())
+                    .filter(|&i| is_timed(&trace.meta[i]))
+                    .map(|i| i as u32)
+                    .collect(),
+            )
+        };
+        TimedEvents {
+            times: &trace.time_us,
+            index,
+        }
     }
 
     /// The first timed event at or after `time_us` (`None`: none is).
     pub fn at_or_after(&self, time_us: i64) -> Option<u32> {
-        self.0
-            .get(self.0.partition_point(|&(t, _)| t < time_us))
-            .map(|&(_, e)| e)
+        let t = self.times;
+        match &self.index {
+            None => {
+                let k = t.partition_point(|&x| x < time_us);
+                (k < t.len()).then_some(k as u32)
+            }
+            Some(ix) => ix
+                .get(ix.partition_point(|&i| t.get(i as usize).is_some_and(|&x| x < time_us)))
+                .copied(),
+        }
     }
 }
 

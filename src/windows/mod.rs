@@ -23,6 +23,8 @@ mod set;
 mod sources;
 mod spec;
 
+use rayon::prelude::*;
+
 use crate::attribute::Attributor;
 use crate::model::Snapshot;
 use crate::replay::Replay;
@@ -218,10 +220,15 @@ enum Rule {
 fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocations) -> Windows {
     let device = replay.device;
     let events = snap.trace(device).len() as u32;
-    let mut named: Vec<Family> = sources::annotation_families(snap, device, None);
-    named.extend(sources::metadata_family(snap, device));
+    // The sources read the trace independently, and the families are measured
+    // independently: both run on every core the pool has (results keep their order).
+    let (mut named, metadata) = rayon::join(
+        || sources::annotation_families(snap, device, None),
+        || sources::metadata_family(snap, device),
+    );
+    named.extend(metadata);
     let mut measured: Vec<Measured> = named
-        .into_iter()
+        .into_par_iter()
         .map(|f| Measured {
             quality: quality::measure(&f.starts, events, allocs),
             family: f,
@@ -230,8 +237,11 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     if let Some(c) = unit_of_work(&measured) {
         return chosen(device, events, measured, c, false);
     }
-    let mut unnamed = sources::function_families(snap, device, attr);
-    unnamed.extend(sources::site_families(snap, device));
+    let (mut unnamed, sites) = rayon::join(
+        || sources::function_families(snap, device, attr),
+        || sources::site_families(snap, device),
+    );
+    unnamed.extend(sites);
     let considered = measured.len() + unnamed.len();
     measured.extend(shortlist(unnamed, replay, events, allocs));
     match unit_of_work(&measured) {
@@ -314,7 +324,7 @@ fn shortlist(
     allocs: &Allocations,
 ) -> Vec<Measured> {
     let mut plausible: Vec<Family> = families
-        .into_iter()
+        .into_par_iter()
         .filter(|f| quality::plausible(&f.starts, events, allocs))
         .collect();
     plausible.sort_by(|a, b| {
@@ -332,9 +342,9 @@ fn shortlist(
             .sum::<u128>()
             / f.starts.len().max(1) as u128
     };
-    let mut out = Vec::new();
+    let mut chosen: Vec<&Family> = Vec::new();
     let mut k = 0;
-    while k < plausible.len() && out.len() < EVALUATIONS {
+    while k < plausible.len() && chosen.len() < EVALUATIONS {
         let n = plausible[k].starts.len();
         let end = k + plausible[k..]
             .iter()
@@ -342,13 +352,14 @@ fn shortlist(
             .count();
         let mut group: Vec<&Family> = plausible[k..end].iter().collect();
         group.sort_by_key(|f| live_before(f));
-        for f in group.into_iter().take(PER_COUNT) {
-            out.push(Measured {
-                quality: quality::measure(&f.starts, events, allocs),
-                family: f.clone(),
-            });
-        }
+        chosen.extend(group.into_iter().take(PER_COUNT));
         k = end;
     }
-    out
+    chosen
+        .into_par_iter()
+        .map(|f| Measured {
+            quality: quality::measure(&f.starts, events, allocs),
+            family: f.clone(),
+        })
+        .collect()
 }

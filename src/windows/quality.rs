@@ -174,9 +174,15 @@ fn alike(starts: &[u32], events: u32) -> (f64, f64) {
     } else {
         &lens[..]
     };
-    let mut sorted = middle.to_vec();
-    sorted.sort_unstable();
-    let med = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    // The upper median; selecting it is linear where sorting is not (families of
+    // call sites can have a window per allocation).
+    let mut scratch = middle.to_vec();
+    let half = scratch.len() / 2;
+    let med = if scratch.is_empty() {
+        0
+    } else {
+        *scratch.select_nth_unstable(half).1
+    };
     let ok = |l: u64| l * 2 >= med && l <= med * 2;
     let n_ok = middle.iter().filter(|&&l| ok(l)).count();
     let ev_ok: u64 = middle.iter().filter(|&&l| ok(l)).sum();

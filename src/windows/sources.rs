@@ -287,6 +287,7 @@ pub(super) fn site_families(snap: &Snapshot, device: i64) -> Vec<Family> {
     let mut names = site_names(&chains);
     let mut out: Vec<Family> = starts
         .into_iter()
+        .enumerate()
         .map(|(c, starts)| {
             let (name, pattern) = std::mem::take(&mut names[c]);
             Family::new("site", name, starts).with_spec(format!("site:{pattern}"))
@@ -301,7 +302,7 @@ pub(super) fn site_families(snap: &Snapshot, device: i64) -> Vec<Family> {
 pub(super) fn site_family(snap: &Snapshot, device: i64, re: &Regex) -> Family {
     let mut starts: Vec<u32> = site_starts(snap, device, Some(re))
         .1
-        .into_values()
+        .into_iter()
         .flatten()
         .collect();
     starts.sort_unstable();
@@ -313,35 +314,45 @@ const CALLER: &str = " < ";
 
 /// The distinct stacks (frame labels, innermost first) and, by index into them, the
 /// allocations of each.
-type StacksAndStarts = (Vec<Vec<String>>, FastMap<usize, Vec<u32>>);
+type StacksAndStarts = (Vec<Vec<String>>, Vec<Vec<u32>>);
 
 /// The distinct stacks of the allocations and the allocations of each (only stacks
 /// matching `only`, if given), in order.
 fn site_starts(snap: &Snapshot, device: i64, only: Option<&Regex>) -> StacksAndStarts {
+    // Each stack id's distinct stack, worked out on its first allocation; the loop over
+    // the events then indexes rather than hashes.
+    const UNSEEN: u32 = u32::MAX;
+    const SKIPPED: u32 = u32::MAX - 1;
     let trace = snap.trace(device);
     let mut chains: Vec<Vec<String>> = Vec::new();
     let mut chain_ids: FastMap<Vec<String>, usize> = FastMap::default();
-    let mut of_stack: FastMap<StackId, Option<usize>> = FastMap::default();
-    let mut out: FastMap<usize, Vec<u32>> = FastMap::default();
+    let mut of_stack: Vec<u32> = vec![UNSEEN; snap.stacks.len()];
+    let mut out: Vec<Vec<u32>> = Vec::new();
     for i in 0..trace.len() {
         let s = trace.stack[i];
         if trace.action[i] != Action::ALLOC || s == StackId::EMPTY {
             continue;
         }
-        let id = *of_stack.entry(s).or_insert_with(|| {
+        let Some(slot) = of_stack.get_mut(s.0 as usize) else {
+            continue; // not in the stack table: no frames to name it by
+        };
+        if *slot == UNSEEN {
             let chain = chain(snap, s);
-            if chain.is_empty() || only.is_some_and(|re| !re.is_match(&chain.join(CALLER))) {
-                return None;
-            }
-            let next = chains.len();
-            let id = *chain_ids.entry(chain.clone()).or_insert(next);
-            if id == next {
-                chains.push(chain);
-            }
-            Some(id)
-        });
-        if let Some(id) = id {
-            out.entry(id).or_default().push(i as u32);
+            *slot = if chain.is_empty() || only.is_some_and(|re| !re.is_match(&chain.join(CALLER)))
+            {
+                SKIPPED
+            } else {
+                let next = chains.len();
+                let id = *chain_ids.entry(chain.clone()).or_insert(next);
+                if id == next {
+                    chains.push(chain);
+                    out.push(Vec::new());
+                }
+                id as u32
+            };
+        }
+        if *slot != SKIPPED {
+            out[*slot as usize].push(i as u32);
         }
     }
     (chains, out)

@@ -104,7 +104,7 @@ enum Clock<'f> {
     Index {
         events: usize,
         /// The timed events, for `record_function` times.
-        timed: &'f TimedEvents,
+        timed: &'f TimedEvents<'f>,
     },
     /// `time_us` of each event (an untimed event takes the previous timed one's).
     Time { us: &'f [i64] },
@@ -198,7 +198,7 @@ struct DeviceFindings<'s> {
     ooms: Vec<(u32, u64, u64, u64)>,
     suspects: Vec<(u32, Growth)>,
     times: Option<Cow<'s, [i64]>>,
-    timed_events: TimedEvents,
+    timed_events: TimedEvents<'s>,
 }
 
 /// Groups windows so at most `limit` slices remain: a group is named after its first and
