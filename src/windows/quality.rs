@@ -92,7 +92,8 @@ impl Quality {
 }
 
 /// The allocations of a trace, as the checks read them: the event index of every `alloc`
-/// (in order) and an even sample of the traced lifetimes (birth, free, bytes).
+/// (in order) and an even sample of the traced lifetimes (birth, free, bytes), in birth
+/// order.
 pub struct Allocations {
     births: Vec<u32>,
     /// The stack of each allocation in `births`.
@@ -136,12 +137,6 @@ impl Allocations {
     pub fn births(&self) -> &[u32] {
         &self.births
     }
-}
-
-/// The window of `event` among windows starting at `starts` (each running to the next
-/// start, the last to `events`), `None` before the first.
-fn window_of(starts: &[u32], event: u32) -> Option<usize> {
-    starts.partition_point(|&s| s <= event).checked_sub(1)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -197,14 +192,25 @@ fn alike(starts: &[u32], events: u32) -> (f64, f64) {
 /// bytes it frees itself, and the same over all bytes.
 fn self_freed(starts: &[u32], allocs: &Allocations) -> (f64, f64) {
     let n = starts.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
     let mut allocated = vec![0u128; n];
     let mut freed = vec![0u128; n];
+    // The sample is in birth order, so its windows are found walking forward with it
+    // rather than searched for each allocation; a free is in the same window when it
+    // comes before the next window's start.
+    let mut w = 0;
     for &(b, f, bytes) in &allocs.sample {
-        let Some(w) = window_of(starts, b) else {
+        if b < starts[0] {
             continue;
-        };
+        }
+        while w + 1 < n && starts[w + 1] <= b {
+            w += 1;
+        }
+        let end = starts.get(w + 1).copied().unwrap_or(u32::MAX);
         allocated[w] += bytes as u128;
-        if f.is_some_and(|f| window_of(starts, f) == Some(w)) {
+        if f.is_some_and(|f| starts[w] <= f && f < end) {
             freed[w] += bytes as u128;
         }
     }

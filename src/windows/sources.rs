@@ -234,9 +234,14 @@ fn entries(
         }
         let now = stack_funcs(s, &mut funcs);
         let before = prev.map_or((0, 0), |p| stack_funcs(p, &mut funcs));
+        // Both lists are sorted: one merge pass finds the functions entered here.
         let had = &funcs[before.0 as usize..before.1 as usize];
+        let mut j = 0;
         for &f in &funcs[now.0 as usize..now.1 as usize] {
-            if had.binary_search(&f).is_err() {
+            while j < had.len() && had[j] < f {
+                j += 1;
+            }
+            if had.get(j) != Some(&f) {
                 if out.len() <= f as usize {
                     out.resize_with(f as usize + 1, Vec::new);
                 }
