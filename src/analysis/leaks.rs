@@ -553,7 +553,7 @@ fn release_of(
     }
     let snap = attr.snapshot();
     let site = first
-        .free_stack
+        .free_stack(snap.trace(replay.device))
         .filter(|st| !snap.stacks.get(*st).is_empty())
         .and_then(|st| attr.key(st))
         .map(|k| attr.site(k).clone());

@@ -14,18 +14,29 @@ use crate::model::addr_map::AddrMap;
 use crate::model::fxhash::FastMap;
 use crate::model::{Action, Block, DeviceView, StackId, TraceScan};
 
-/// Where a lifetime's allocation comes from.
+/// Where a lifetime's allocation comes from. A reconstructed allocation carries the last
+/// event before it that freed its address (it began after that event); `None`: held from
+/// the start of the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
     /// An `alloc` event of the trace (its index).
     Traced(u32),
     /// A block alive at the end with no `alloc` in the trace.
-    PreTraceBlock,
+    PreTraceBlock {
+        /// The last event before it that freed its address.
+        born_after: Option<u32>,
+    },
     /// A `free_completed` (or `free_requested`) whose `alloc` is not in the trace.
-    UnmatchedFree,
+    UnmatchedFree {
+        /// The last event before it that freed its address.
+        born_after: Option<u32>,
+    },
 }
 
-/// One allocation from birth to its `free_completed`.
+/// One allocation from birth to its `free_completed`. A replay keeps one per allocation
+/// (hundreds of thousands per device), so it holds only what the analyses read and
+/// cannot find in the trace: 48 bytes. The stack of the event that freed it is the
+/// trace's ([`Lifetime::free_stack`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lifetime {
     /// Block address.
@@ -40,12 +51,9 @@ pub struct Lifetime {
     pub freed: Option<u32>,
     /// Stack of the allocation (for reconstructed ones: the block's or the free's frames).
     pub stack: StackId,
-    /// Stack of the event that freed it, when the trace has one.
-    pub free_stack: Option<StackId>,
-    /// For a reconstructed allocation: the last event before it that freed its address
-    /// (it began after that event); `None`: held from the start of the trace.
-    pub born_after: Option<u32>,
 }
+
+const _: () = assert!(std::mem::size_of::<Lifetime>() == 48);
 
 impl Lifetime {
     /// The first event after which the allocation holds memory (`None`: it does before
@@ -54,8 +62,31 @@ impl Lifetime {
     pub fn first_alive(&self) -> Option<u32> {
         match self.origin {
             Origin::Traced(a) => Some(a),
-            _ => self.born_after.map(|j| j.saturating_add(1)),
+            _ => self.born_after().map(|j| j.saturating_add(1)),
         }
+    }
+
+    /// For a reconstructed allocation: the last event before it that freed its address
+    /// (it began after that event); `None`: held from the start of the trace, or traced.
+    pub fn born_after(&self) -> Option<u32> {
+        match self.origin {
+            Origin::Traced(_) => None,
+            Origin::PreTraceBlock { born_after } | Origin::UnmatchedFree { born_after } => {
+                born_after
+            }
+        }
+    }
+
+    /// The stack of the event that freed it, when a free event of `trace` (its device's)
+    /// did (an allocation closed by a second `alloc` at its address has none).
+    pub fn free_stack(&self, trace: &crate::model::Trace) -> Option<StackId> {
+        let f = self.freed? as usize;
+        trace
+            .action
+            .get(f)
+            .is_some_and(|a| a.frees())
+            .then(|| trace.stack.get(f).copied())
+            .flatten()
     }
 
     /// Whether the allocation holds memory after event `i` (`None`: before any event).
@@ -287,13 +318,34 @@ pub fn replay(dev: &DeviceView) -> Replay {
     let signed = |size: u64| size.min(i64::MAX as u64) as i64;
     let mut reserved_delta: i64 = 0;
     let mut reserved_rel: Vec<i64> = Vec::with_capacity(n);
-    // One lifetime per alloc, plus the few the trace does not show being made.
-    // (counted by the loader's scan when it kept one; no extra pass otherwise)
-    let allocs = t
-        .scan_cell
-        .get()
-        .and_then(|s| s.actions.get(Action::ALLOC.0 as usize).copied());
-    r.lifetimes.reserve(allocs.unwrap_or(0) as usize);
+    // One lifetime per alloc, plus those the trace does not show being made: at most one
+    // per unmatched free and one per active block of the final segments. Reserving them
+    // all now spares a copy of the whole vector when they are added at the end. (The
+    // counts come from the loader's scan when it kept one, else from a counting pass.)
+    let (allocs, unmatched_frees) = match t.scan_cell.get() {
+        Some(s) => (
+            s.actions
+                .get(Action::ALLOC.0 as usize)
+                .copied()
+                .unwrap_or(0),
+            s.unmatched_frees,
+        ),
+        None => (
+            t.action.iter().filter(|a| **a == Action::ALLOC).count() as u64,
+            t.action.iter().filter(|a| a.frees()).count() as u64,
+        ),
+    };
+    let active_blocks = dev
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state.is_active())
+        .count() as u64;
+    r.lifetimes.reserve(
+        (allocs + unmatched_frees)
+            .min(n as u64)
+            .saturating_add(active_blocks) as usize,
+    );
     for i in 0..n {
         let addr = t.addr[i];
         let size = t.size[i];
@@ -313,8 +365,6 @@ pub fn replay(dev: &DeviceView) -> Replay {
                     free_requested: None,
                     freed: None,
                     stack: t.stack[i],
-                    free_stack: None,
-                    born_after: None,
                 });
             }
             Action::FREE_REQUESTED => match open.get(addr) {
@@ -329,22 +379,18 @@ pub fn replay(dev: &DeviceView) -> Replay {
             },
             a if a.frees() => {
                 match open.remove(addr) {
-                    Some(k) => {
-                        let l = &mut r.lifetimes[k];
-                        l.freed = Some(at);
-                        l.free_stack = Some(t.stack[i]);
-                    }
+                    Some(k) => r.lifetimes[k].freed = Some(at),
                     None => {
                         r.unmatched_frees += 1;
                         unmatched.push(Lifetime {
                             addr,
                             bytes: size,
-                            origin: Origin::UnmatchedFree,
+                            origin: Origin::UnmatchedFree {
+                                born_after: last_end.get(addr),
+                            },
                             free_requested: requests.remove(addr),
                             freed: Some(at),
                             stack: t.stack[i],
-                            free_stack: Some(t.stack[i]),
-                            born_after: last_end.get(addr),
                         });
                     }
                 }
@@ -397,7 +443,9 @@ fn reconcile(
             pre_trace.push(Lifetime {
                 addr: b.address,
                 bytes: block_requested(b),
-                origin: Origin::PreTraceBlock,
+                origin: Origin::PreTraceBlock {
+                    born_after: last_end.get(b.address),
+                },
                 free_requested: if pending {
                     requests.remove(b.address)
                 } else {
@@ -405,8 +453,6 @@ fn reconcile(
                 },
                 freed: None,
                 stack: block_stack(b),
-                free_stack: None,
-                born_after: last_end.get(b.address),
             });
         }
     }
