@@ -1094,6 +1094,8 @@ impl Builder {
                     return Err(schema(place(), "expected trace entries, found frames"));
                 }
             };
+            let mut trace = trace;
+            trace.shrink_to_fit();
             out.push(trace);
         }
         Ok(out)

@@ -133,6 +133,18 @@ impl Trace {
         self.meta.reserve(n);
     }
 
+    /// Gives back the room reserved past the last event. The loader reserves columns for
+    /// as many events as the rest of the file could hold; pages of that room written ahead
+    /// (huge pages, pages backed before the parser reached them) stay resident until then.
+    pub fn shrink_to_fit(&mut self) {
+        self.action.shrink_to_fit();
+        self.addr.shrink_to_fit();
+        self.size.shrink_to_fit();
+        self.time_us.shrink_to_fit();
+        self.stack.shrink_to_fit();
+        self.meta.shrink_to_fit();
+    }
+
     /// Appends one event.
     #[allow(clippy::too_many_arguments)]
     pub fn push(
