@@ -318,6 +318,9 @@ pub fn replay(dev: &DeviceView) -> Replay {
     let signed = |size: u64| size.min(i64::MAX as u64) as i64;
     let mut reserved_delta: i64 = 0;
     let mut reserved_rel: Vec<i64> = Vec::with_capacity(n);
+    // The change of requested bytes at each event, for the traced allocations (written in
+    // event order here, rather than scattered over the timeline afterwards).
+    let mut requested_delta: Vec<i64> = Vec::with_capacity(n);
     // One lifetime per alloc, plus those the trace does not show being made: at most one
     // per unmatched free and one per active block of the final segments. Reserving them
     // all now spares a copy of the whole vector when they are added at the end. (The
@@ -350,13 +353,16 @@ pub fn replay(dev: &DeviceView) -> Replay {
         let addr = t.addr[i];
         let size = t.size[i];
         let at = i as u32;
+        let mut delta: i64 = 0;
         match t.action[i] {
             Action::ALLOC => {
                 if let Some(prev) = open.remove(addr) {
                     // A second alloc at a live address: the trace lost the free.
                     r.double_allocs += 1;
                     r.lifetimes[prev].freed = Some(at);
+                    delta = delta.saturating_sub(signed(r.lifetimes[prev].bytes));
                 }
+                delta = delta.saturating_add(signed(size));
                 open.insert(addr, r.lifetimes.len());
                 r.lifetimes.push(Lifetime {
                     addr,
@@ -379,7 +385,11 @@ pub fn replay(dev: &DeviceView) -> Replay {
             },
             a if a.frees() => {
                 match open.remove(addr) {
-                    Some(k) => r.lifetimes[k].freed = Some(at),
+                    Some(k) => {
+                        let l = &mut r.lifetimes[k];
+                        l.freed = Some(at);
+                        delta = delta.saturating_sub(signed(l.bytes));
+                    }
                     None => {
                         r.unmatched_frees += 1;
                         unmatched.push(Lifetime {
@@ -410,13 +420,15 @@ pub fn replay(dev: &DeviceView) -> Replay {
             _ => {}
         }
         reserved_rel.push(reserved_delta);
+        requested_delta.push(delta);
     }
+    let traced = r.lifetimes.len();
     let pre_trace = reconcile(dev, &mut r, &open, &last_end, &mut requests);
     r.stray_free_requests = requests.len() as u64;
     r.pre_trace_blocks = pre_trace.len() as u64;
     r.lifetimes.extend(pre_trace);
     r.lifetimes.extend(unmatched);
-    timelines(dev, &mut r, reserved_rel);
+    timelines(dev, &mut r, traced, requested_delta, reserved_rel);
     r
 }
 
@@ -479,16 +491,22 @@ fn reconcile(
     pre_trace
 }
 
-/// The requested and reserved bytes before the first event and after each: every
-/// lifetime adds its bytes where it is first alive and takes them away where it is freed;
-/// reserved counts back from the final segments.
-fn timelines(dev: &DeviceView, r: &mut Replay, mut reserved: Vec<i64>) {
+/// The requested and reserved bytes before the first event and after each. The traced
+/// allocations' changes per event come from the replay's pass (`requested`); the
+/// reconstructed lifetimes (from index `traced` on) add their bytes where they are first
+/// alive and take them away where they are freed; reserved counts back from the final
+/// segments.
+fn timelines(
+    dev: &DeviceView,
+    r: &mut Replay,
+    traced: usize,
+    mut live: Vec<i64>,
+    mut reserved: Vec<i64>,
+) {
     let n = reserved.len();
     let signed = |b: u64| b.min(i64::MAX as u64) as i64;
     let mut initial: i64 = 0;
-    // Changes per event, summed in place into the live bytes after each event.
-    let mut live = vec![0i64; n];
-    for l in &r.lifetimes {
+    for l in &r.lifetimes[traced.min(r.lifetimes.len())..] {
         let b = signed(l.bytes);
         match l.first_alive() {
             None => initial = initial.saturating_add(b),
