@@ -32,12 +32,19 @@ impl Classification {
     }
 }
 
+/// A stack not yet keyed, in [`Attributor`]'s cache.
+const UNSEEN: u32 = u32::MAX;
+/// A stack `--focus` leaves out, in the cache.
+const OUT_OF_FOCUS: u32 = u32::MAX - 1;
+
 /// Maps stacks to sites under one grouping, caching per stack.
 pub struct Attributor<'s> {
     snap: &'s Snapshot,
     by: GroupBy,
     classes: Arc<FrameClasses>,
-    cache: FastMap<StackId, Option<u32>>,
+    /// Key of each stack id seen ([`UNSEEN`] until then, [`OUT_OF_FOCUS`] when `--focus`
+    /// leaves it out): indexed, since every lifetime of a replay asks.
+    cache: Vec<u32>,
     keys: Vec<Site>,
     key_index: FastMap<Site, u32>,
 }
@@ -54,7 +61,7 @@ impl<'s> Attributor<'s> {
             snap,
             by,
             classes: Arc::clone(&classes.0),
-            cache: FastMap::default(),
+            cache: Vec::new(),
             keys: Vec::new(),
             key_index: FastMap::default(),
         }
@@ -158,8 +165,11 @@ impl<'s> Attributor<'s> {
 
     /// The key id of an allocation with `stack`, or `None` when `--focus` leaves it out.
     pub fn key(&mut self, stack: StackId) -> Option<u32> {
-        if let Some(&k) = self.cache.get(&stack) {
-            return k;
+        let slot = stack.index();
+        match self.cache.get(slot) {
+            Some(&OUT_OF_FOCUS) => return None,
+            Some(&k) if k != UNSEEN => return Some(k),
+            _ => {}
         }
         let k = self.in_focus(stack).then(|| {
             let site = self.make_site(stack);
@@ -173,7 +183,13 @@ impl<'s> Attributor<'s> {
                 }
             }
         });
-        self.cache.insert(stack, k);
+        // Stack ids index the snapshot's table, so the cache grows to its size at most.
+        if slot < self.snap.stacks.len() {
+            if self.cache.len() <= slot {
+                self.cache.resize(slot + 1, UNSEEN);
+            }
+            self.cache[slot] = k.unwrap_or(OUT_OF_FOCUS);
+        }
         k
     }
 
