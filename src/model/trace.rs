@@ -206,4 +206,58 @@ mod tests {
         assert_eq!(scan.actions, vec![4]);
         assert_eq!((scan.double_allocs, scan.open.len()), (1, 3));
     }
+
+    fn trace_timed(times: &[i64], metas: &[u32]) -> Trace {
+        let mut t = Trace::default();
+        for (&us, &m) in times.iter().zip(metas) {
+            t.push(Action::ALLOC, 0, 8, us, StackId(0), crate::model::MetaId(m));
+        }
+        t
+    }
+
+    /// The first timed event at or after a time, with every event timed (the time column
+    /// searched in place) and with some untimed (meta 1 has no `time_us`; their 0 must be
+    /// skipped): by hand over times 10, 20, 20, 40.
+    #[test]
+    fn timed_events_find_the_first_at_or_after() {
+        let timed = EventMeta {
+            flags: super::super::event::flags::TIME,
+            ..EventMeta::default()
+        };
+        let metas = [timed, EventMeta::default()];
+        let all = trace_timed(&[10, 20, 20, 40], &[0, 0, 0, 0]);
+        let te = TimedEvents::of(&all, &metas);
+        assert!(te.index.is_none(), "every event is timed: nothing copied");
+        let got: Vec<Option<u32>> = [5, 10, 11, 20, 21, 40, 41]
+            .iter()
+            .map(|&t| te.at_or_after(t))
+            .collect();
+        assert_eq!(
+            got,
+            vec![Some(0), Some(0), Some(1), Some(1), Some(3), Some(3), None]
+        );
+        // Events 1 and 3 untimed (time 0 in the column): only 0 (10) and 2 (30) count.
+        let some = trace_timed(&[10, 0, 30, 0], &[0, 1, 0, 1]);
+        let te = TimedEvents::of(&some, &metas);
+        let got: Vec<Option<u32>> = [0, 10, 11, 30, 31]
+            .iter()
+            .map(|&t| te.at_or_after(t))
+            .collect();
+        assert_eq!(got, vec![Some(0), Some(0), Some(2), Some(2), None]);
+        assert_eq!(TimedEvents::default().at_or_after(0), None);
+    }
+
+    /// Giving back the reserved room keeps every event and the scan computed before.
+    #[test]
+    fn shrinking_keeps_the_events_and_the_scan() {
+        let mut t = trace_timed(&[1, 2, 3], &[0, 0, 0]);
+        t.reserve(1 << 16);
+        let before = t.clone();
+        t.scan_cell.set(t.compute_scan(&[]));
+        t.shrink_to_fit();
+        assert_eq!(t.action.capacity(), 3);
+        assert_eq!(t.time_us, before.time_us);
+        assert_eq!(t.addr, before.addr);
+        assert!(t.scan_cell.get().is_some());
+    }
 }

@@ -328,3 +328,47 @@ fn report_peak_reserved_is_the_timelines_maximum() {
     }
     assert!(checked >= 18 && traceless >= 2, "{checked} {traceless}");
 }
+
+/// The stack that freed an allocation is its free event's, and an allocation closed by a
+/// second `alloc` at its address (the trace lost its free) has none. By hand: A (100 B at
+/// S, line 10) freed by events at line 20; B (200 B at S+512, line 30) closed by C's alloc
+/// (256 B at S+512, line 40), which the final segment holds. Requested after each event:
+/// 100, 100, 0, 200, then 256 (B's 200 gone, C's 256 come at the same event).
+#[test]
+fn the_freeing_stack_is_the_free_events() {
+    let (_d, f) = written(
+        vec![segment(
+            S,
+            2 * MIB,
+            vec![
+                block(S, 512, 0, "inactive"),
+                block(S + 512, 512, 256, "active_allocated"),
+                block(S + 1024, 2 * MIB - 1024, 0, "inactive"),
+            ],
+        )],
+        vec![
+            event_at("alloc", S, 100, 10),
+            event_at("free_requested", S, 100, 20),
+            event_at("free_completed", S, 100, 20),
+            event_at("alloc", S + 512, 200, 30),
+            event_at("alloc", S + 512, 256, 40),
+        ],
+    );
+    let snap = load(std::path::Path::new(&f));
+    let view = snap.devices().remove(0);
+    let r = leakscope::replay::replay(&view);
+    let line = |st: leakscope::model::StackId| {
+        let frame = snap.stacks.get(st)[0];
+        snap.frames.get(frame).line.value()
+    };
+    let freed: Vec<Option<u32>> = r.lifetimes.iter().map(|l| l.freed).collect();
+    assert_eq!(freed, vec![Some(2), Some(4), None]);
+    let free_lines: Vec<Option<i128>> = r
+        .lifetimes
+        .iter()
+        .map(|l| l.free_stack(view.trace).map(line))
+        .collect();
+    assert_eq!(free_lines, vec![Some(20), None, None]);
+    assert_eq!(r.requested, vec![100, 100, 0, 200, 256]);
+    assert_eq!((r.initial_requested, r.double_allocs), (0, 1));
+}
