@@ -329,8 +329,9 @@ fn site_starts(snap: &Snapshot, device: i64, only: Option<&Regex>) -> StacksAndS
     const UNSEEN: u32 = u32::MAX;
     const SKIPPED: u32 = u32::MAX - 1;
     let trace = snap.trace(device);
-    let mut chains: Vec<Vec<String>> = Vec::new();
-    let mut chain_ids: FastMap<Vec<String>, usize> = FastMap::default();
+    let mut labels = Labels::new(snap);
+    let mut chains: Vec<Vec<u32>> = Vec::new();
+    let mut chain_ids: FastMap<Vec<u32>, usize> = FastMap::default();
     let mut of_stack: Vec<u32> = vec![UNSEEN; snap.stacks.len()];
     let mut out: Vec<Vec<u32>> = Vec::new();
     for i in 0..trace.len() {
@@ -342,8 +343,9 @@ fn site_starts(snap: &Snapshot, device: i64, only: Option<&Regex>) -> StacksAndS
             continue; // not in the stack table: no frames to name it by
         };
         if *slot == UNSEEN {
-            let chain = chain(snap, s);
-            *slot = if chain.is_empty() || only.is_some_and(|re| !re.is_match(&chain.join(CALLER)))
+            let chain = labels.chain(s);
+            *slot = if chain.is_empty()
+                || only.is_some_and(|re| !re.is_match(&labels.joined(&chain)))
             {
                 SKIPPED
             } else {
@@ -360,25 +362,78 @@ fn site_starts(snap: &Snapshot, device: i64, only: Option<&Regex>) -> StacksAndS
             out[*slot as usize].push(i as u32);
         }
     }
+    let chains = chains
+        .iter()
+        .map(|c| c.iter().map(|&l| labels.text[l as usize].clone()).collect())
+        .collect();
     (chains, out)
 }
 
-/// A stack's frame labels, innermost first: its Python frames, else all.
-fn chain(snap: &Snapshot, s: StackId) -> Vec<String> {
-    let frames = snap.stacks.get(s);
-    let python: Vec<String> = frames
-        .iter()
-        .map(|&f| snap.frames.get(f))
-        .filter(|f| is_python(snap, f))
-        .map(|f| crate::attribute::frame_label(snap, f))
-        .collect();
-    if !python.is_empty() {
-        return python;
+/// Frame labels (`file:line:function`), each written once and known by a number, so
+/// stacks compare and hash as lists of numbers (frames with the same label share one).
+struct Labels<'s> {
+    snap: &'s Snapshot,
+    /// Label number of each frame id (`u32::MAX`: not yet written).
+    of_frame: Vec<u32>,
+    numbers: FastMap<String, u32>,
+    text: Vec<String>,
+}
+
+impl<'s> Labels<'s> {
+    fn new(snap: &'s Snapshot) -> Self {
+        Labels {
+            snap,
+            of_frame: vec![u32::MAX; snap.frames.len()],
+            numbers: FastMap::default(),
+            text: Vec::new(),
+        }
     }
-    frames
-        .iter()
-        .map(|&f| crate::attribute::frame_label(snap, snap.frames.get(f)))
-        .collect()
+
+    fn number(&mut self, f: crate::model::FrameId) -> u32 {
+        if let Some(&n) = self.of_frame.get(f.index())
+            && n != u32::MAX
+        {
+            return n;
+        }
+        let label = crate::attribute::frame_label(self.snap, self.snap.frames.get(f));
+        let n = match self.numbers.get(&label) {
+            Some(&n) => n,
+            None => {
+                let n = self.text.len() as u32;
+                self.numbers.insert(label.clone(), n);
+                self.text.push(label);
+                n
+            }
+        };
+        if let Some(slot) = self.of_frame.get_mut(f.index()) {
+            *slot = n;
+        }
+        n
+    }
+
+    /// A stack's frame labels, innermost first: its Python frames, else all.
+    fn chain(&mut self, s: StackId) -> Vec<u32> {
+        let snap = self.snap;
+        let frames = snap.stacks.get(s);
+        let python: Vec<u32> = frames
+            .iter()
+            .filter(|&&f| is_python(snap, snap.frames.get(f)))
+            .map(|&f| self.number(f))
+            .collect();
+        if !python.is_empty() {
+            return python;
+        }
+        frames.iter().map(|&f| self.number(f)).collect()
+    }
+
+    /// A chain written as `--windows site:` patterns match it.
+    fn joined(&self, chain: &[u32]) -> String {
+        chain
+            .iter()
+            .map(|&l| self.text[l as usize].as_str())
+            .collect::<Vec<_>>()
+            .join(CALLER)
+    }
 }
 
 /// The name and the `site:` pattern of each stack: its innermost frame, and where other
