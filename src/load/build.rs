@@ -1062,7 +1062,7 @@ impl Builder {
                     format!("expected a list of trace entries, found {}", type_name(l)),
                 ));
             };
-            let trace = match &heap.lists[li as usize] {
+            let mut trace = match &heap.lists[li as usize] {
                 ListSlot::Events(t) => {
                     let t = *t as usize;
                     self.here(t);
@@ -1094,7 +1094,6 @@ impl Builder {
                     return Err(schema(place(), "expected trace entries, found frames"));
                 }
             };
-            let mut trace = trace;
             trace.shrink_to_fit();
             out.push(trace);
         }

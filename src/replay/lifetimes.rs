@@ -297,6 +297,12 @@ pub fn coverage_of(dev: &DeviceView, scan: &TraceScan) -> Coverage {
     c
 }
 
+/// A size as it enters the running sums: i64, saturating. Exact for any real trace (sums
+/// below 2^63 bytes), bounded for a hostile one.
+fn signed(size: u64) -> i64 {
+    size.min(i64::MAX as u64) as i64
+}
+
 /// Replays the trace of `dev` against its final segments.
 pub fn replay(dev: &DeviceView) -> Replay {
     let t = dev.trace;
@@ -313,9 +319,6 @@ pub fn replay(dev: &DeviceView) -> Replay {
     // addr -> a `free_requested` no traced allocation accounts for (yet)
     let mut requests: AddrMap<u32> = AddrMap::default();
     let mut unmatched: Vec<Lifetime> = Vec::new();
-    // Sizes enter the running sums as i64, saturating: exact for any real trace (sums
-    // below 2^63 bytes), bounded for a hostile one.
-    let signed = |size: u64| size.min(i64::MAX as u64) as i64;
     let mut reserved_delta: i64 = 0;
     let mut reserved_rel: Vec<i64> = Vec::with_capacity(n);
     // The change of requested bytes at each event, for the traced allocations (written in
@@ -504,7 +507,6 @@ fn timelines(
     mut reserved: Vec<i64>,
 ) {
     let n = reserved.len();
-    let signed = |b: u64| b.min(i64::MAX as u64) as i64;
     let mut initial: i64 = 0;
     for l in &r.lifetimes[traced.min(r.lifetimes.len())..] {
         let b = signed(l.bytes);
