@@ -192,7 +192,7 @@ fn entries(
     only: Option<&Regex>,
 ) -> FastMap<u32, Vec<u32>> {
     let trace = snap.trace(device);
-    // Functions get dense indices and each stack's functions (sorted indices) are worked
+    // Functions get dense indices and each stack's functions (distinct indices) are worked
     // out once, into a flat pool indexed by stack id: the loop over the events hashes
     // nothing.
     let mut names: Vec<u32> = Vec::new();
@@ -226,22 +226,27 @@ fn entries(
         }
         r
     };
+    // `last[f]` is the number of the last allocation (counting only those whose stack
+    // differs from the one before) whose stack has function `f`: `f` is entered where
+    // that is not the allocation just before. One look per function of the new stack,
+    // none at the old one's.
+    let mut last: Vec<u64> = Vec::new();
     let mut prev: Option<StackId> = None;
+    // Numbers start at 2, so 0 (never) is not the one before the first.
+    let mut k: u64 = 1;
     for i in 0..trace.len() {
         let s = trace.stack[i];
         if trace.action[i] != Action::ALLOC || prev == Some(s) {
             continue;
         }
-        let now = stack_funcs(s, &mut funcs);
-        let before = prev.map_or((0, 0), |p| stack_funcs(p, &mut funcs));
-        // Both lists are sorted: one merge pass finds the functions entered here.
-        let had = &funcs[before.0 as usize..before.1 as usize];
-        let mut j = 0;
-        for &f in &funcs[now.0 as usize..now.1 as usize] {
-            while j < had.len() && had[j] < f {
-                j += 1;
+        k += 1;
+        let (from, to) = stack_funcs(s, &mut funcs);
+        for &f in &funcs[from as usize..to as usize] {
+            if last.len() <= f as usize {
+                last.resize(f as usize + 1, 0);
             }
-            if had.get(j) != Some(&f) {
+            let seen = std::mem::replace(&mut last[f as usize], k);
+            if seen + 1 != k {
                 if out.len() <= f as usize {
                     out.resize_with(f as usize + 1, Vec::new);
                 }

@@ -291,3 +291,51 @@ fn auto_windows_can_be_pinned() {
     }
     assert!(pinned >= 12, "{pinned}");
 }
+
+/// `frame:REGEX` windows start where an allocation's stack has a matching function and
+/// the previous allocation's stack did not: allocations at the same stack as the one
+/// before, and events that are not allocations, change nothing; a function on a stack
+/// twice (recursion) is one entry. The starts are worked out by hand from the events.
+#[test]
+fn a_function_is_entered_where_the_allocation_before_was_outside_it() {
+    let frame = |name: &str, line: u64| serde_json::json!({"filename": "/app/model.py", "line": line, "name": name});
+    let outer = [frame("step", 5), frame("<module>", 1)];
+    let stack = |inner: &[Value]| -> Value {
+        Value::Array(inner.iter().chain(outer.iter()).cloned().collect())
+    };
+    let fwd = stack(&[frame("forward", 10)]);
+    let bwd = stack(&[frame("backward", 30)]);
+    let recursive = stack(&[frame("forward", 20), frame("forward", 10)]);
+    let optim = stack(&[frame("optim_step", 40)]);
+    let mut addr = 1u64 << 20;
+    let mut alloc = |frames: &Value| {
+        addr += 512;
+        serde_json::json!({"action": "alloc", "addr": addr, "size": 512, "stream": 0, "frames": frames})
+    };
+    let events = vec![
+        alloc(&fwd),       // 0: forward entered (no allocation before)
+        alloc(&fwd),       // 1: the same stack
+        alloc(&bwd),       // 2
+        alloc(&recursive), // 3: forward entered again (twice on the stack: once)
+        serde_json::json!({"action": "free_requested", "addr": (1u64 << 20) + 512, "size": 512, "stream": 0, "frames": bwd}),
+        alloc(&fwd),   // 5: the allocation before (3) was inside forward
+        alloc(&optim), // 6: optim_step entered
+        alloc(&optim), // 7
+        alloc(&fwd),   // 8: forward entered
+    ];
+    let snap = serde_json::json!({"segments": [], "device_traces": [events]});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("entries.json");
+    std::fs::write(&path, snap.to_string()).unwrap();
+    let p = path.to_str().unwrap();
+    for (spec, by_hand) in [
+        ("frame:^forward$", vec![0, 3, 8]),
+        ("frame:^optim_step$", vec![6]),
+        ("frame:^step$", vec![0]),
+        ("frame:^(forward|optim_step)$", vec![0, 3, 6, 8]),
+    ] {
+        let j = leakscope_json(&["windows", p, "--windows", spec]);
+        let w = &j["devices"][0];
+        assert_eq!(starts_of(w), by_hand, "{spec}: {w}");
+    }
+}
