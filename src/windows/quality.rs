@@ -155,7 +155,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// How alike the middle windows are: the share of them within 2x of their median length,
 /// and the share of their events those hold.
 fn alike(starts: &[u32], events: u32) -> (f64, f64) {
-    let lens: Vec<u64> = (0..starts.len())
+    let n = starts.len();
+    let middle = if n > 2 { 1..n - 1 } else { 0..n };
+    let mut lens: Vec<u64> = middle
         .map(|k| {
             starts
                 .get(k + 1)
@@ -164,27 +166,26 @@ fn alike(starts: &[u32], events: u32) -> (f64, f64) {
                 .saturating_sub(starts[k]) as u64
         })
         .collect();
-    let middle = if lens.len() > 2 {
-        &lens[1..lens.len() - 1]
-    } else {
-        &lens[..]
-    };
-    // The upper median; selecting it is linear where sorting is not (families of
-    // call sites can have a window per allocation).
-    let mut scratch = middle.to_vec();
-    let half = scratch.len() / 2;
-    let med = if scratch.is_empty() {
+    // The upper median, selected in place (linear where sorting is not: families of call
+    // sites can have a window per allocation); what follows only counts and sums, so the
+    // order selecting leaves does not matter.
+    let half = lens.len() / 2;
+    let med = if lens.is_empty() {
         0
     } else {
-        *scratch.select_nth_unstable(half).1
+        *lens.select_nth_unstable(half).1
     };
-    let ok = |l: u64| l * 2 >= med && l <= med * 2;
-    let n_ok = middle.iter().filter(|&&l| ok(l)).count();
-    let ev_ok: u64 = middle.iter().filter(|&&l| ok(l)).sum();
-    let ev_all: u64 = middle.iter().sum::<u64>().max(1);
+    let (mut n_ok, mut ev_ok, mut ev_all) = (0usize, 0u64, 0u64);
+    for &l in &lens {
+        ev_all += l;
+        if l * 2 >= med && l <= med * 2 {
+            n_ok += 1;
+            ev_ok += l;
+        }
+    }
     (
-        n_ok as f64 / middle.len().max(1) as f64,
-        ev_ok as f64 / ev_all as f64,
+        n_ok as f64 / lens.len().max(1) as f64,
+        ev_ok as f64 / ev_all.max(1) as f64,
     )
 }
 
@@ -348,12 +349,14 @@ pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
     if starts.len() < MIN_WINDOWS {
         return false;
     }
-    let (w, e) = alike(starts, events);
+    // Coverage first: it is a binary search, alikeness a pass over the windows.
     let births = allocs.births();
     let covered = births.len() - births.partition_point(|&b| b < starts[0]);
-    w >= MIN_ALIKE_WINDOWS
-        && e >= MIN_ALIKE_EVENTS
-        && covered as f64 >= MIN_COVERAGE * births.len() as f64
+    if (covered as f64) < MIN_COVERAGE * births.len() as f64 {
+        return false;
+    }
+    let (w, e) = alike(starts, events);
+    w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS
 }
 
 #[cfg(test)]
