@@ -22,7 +22,7 @@ use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
 use crate::model::fxhash::FastMap;
 use crate::replay::{Lifetime, Origin, Replay};
-use crate::windows::{Candidate, Quality, Windows};
+use crate::windows::{Candidate, Quality, WindowCursor, Windows};
 
 /// Options of the leak finder.
 ///
@@ -265,11 +265,11 @@ struct Survivors {
 
 /// The window `l` was born in, when it is a survivor there: alive at the end of the next
 /// window (at the end of the trace for the last window).
-fn survivor_window(l: &Lifetime, windows: &Windows) -> Option<usize> {
+fn survivor_window(l: &Lifetime, windows: &Windows, cursor: &mut WindowCursor) -> Option<usize> {
     let Origin::Traced(born) = l.origin else {
         return None;
     };
-    let w = windows.of_event(born)?;
+    let w = cursor.of_event(born)?;
     let n = windows.len();
     let events = windows.events;
     let horizon = if w + 1 < n {
@@ -288,8 +288,10 @@ fn survivor_window(l: &Lifetime, windows: &Windows) -> Option<usize> {
 fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<Survivors> {
     let n = windows.len();
     let mut per_key: Vec<Survivors> = Vec::new();
+    // Lifetimes come by birth: the cursor walks the windows with them.
+    let mut cursor = windows.cursor();
     for (li, l) in replay.lifetimes.iter().enumerate() {
-        let Some(w) = survivor_window(l, windows) else {
+        let Some(w) = survivor_window(l, windows, &mut cursor) else {
             continue;
         };
         let Some(k) = attr.key(l.stack) else { continue };
@@ -329,8 +331,9 @@ pub fn survivors_by_stack(
     attr: &mut Attributor,
 ) -> Vec<StackSurvivors> {
     let mut per: FastMap<StackId, (StackSurvivors, usize)> = FastMap::default();
+    let mut cursor = windows.cursor();
     for l in &replay.lifetimes {
-        let Some(w) = survivor_window(l, windows) else {
+        let Some(w) = survivor_window(l, windows, &mut cursor) else {
             continue;
         };
         if attr.key(l.stack).is_none() {

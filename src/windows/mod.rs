@@ -33,7 +33,7 @@ pub use quality::{
     Allocations, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE, MIN_SAME_WORK,
     MIN_SELF_FREED, MIN_WINDOWS, Quality,
 };
-pub use set::{Candidate, Windows};
+pub use set::{Candidate, WindowCursor, Windows};
 pub use sources::annotation_spans;
 pub use spec::{SpecError, WindowSpec, Within};
 

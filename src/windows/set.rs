@@ -87,6 +87,15 @@ impl Windows {
         (i < self.range(k).1).then_some(k)
     }
 
+    /// A [`WindowCursor`] over these windows, for events asked about in increasing order.
+    pub fn cursor(&self) -> WindowCursor<'_> {
+        WindowCursor {
+            windows: self,
+            at: 0,
+            strict: self.starts.windows(2).all(|p| p[0] < p[1]),
+        }
+    }
+
     /// Keeps the windows that start inside one of `spans` (`[start, end)` event ranges),
     /// each cut at the end of its span: `--within` a phase of every step.
     pub fn restrict(&self, spans: &[(u32, u32)], what: &str) -> Windows {
@@ -106,5 +115,120 @@ impl Windows {
             }
         }
         w
+    }
+}
+
+/// Answers [`Windows::of_event`] for events that come mostly in increasing order (the
+/// lifetimes of a trace, by birth): each answer steps on from the last one's window, a
+/// few windows at most, then searches only the starts after it; an event before the last
+/// answer is searched for among all. The answers are `of_event`'s whatever the order.
+pub struct WindowCursor<'w> {
+    windows: &'w Windows,
+    /// The last answer's window (0 before any).
+    at: usize,
+    /// Starts strictly increasing: where they are not, every answer is `of_event`'s own
+    /// search (which window of equal starts it picks is its own).
+    strict: bool,
+}
+
+/// Windows stepped over before searching the rest.
+const STEPS: usize = 4;
+
+impl WindowCursor<'_> {
+    /// The window holding event `i`, as [`Windows::of_event`] finds it.
+    pub fn of_event(&mut self, i: u32) -> Option<usize> {
+        let w = self.windows;
+        let starts = &w.starts;
+        if !self.strict || starts.get(self.at).is_none_or(|&s| i < s) {
+            let k = w.of_event(i);
+            if let Some(k) = k {
+                self.at = k;
+            }
+            return k;
+        }
+        // starts[at] <= i: the window is the last start at or before i, from `at` on.
+        let mut k = self.at;
+        let mut steps = 0;
+        while starts.get(k + 1).is_some_and(|&s| s <= i) {
+            if steps == STEPS {
+                k += starts[k + 1..].partition_point(|&s| s <= i);
+                break;
+            }
+            k += 1;
+            steps += 1;
+        }
+        self.at = k;
+        (i < w.range(k).1).then_some(k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windows(starts: Vec<u32>, ends: Vec<u32>, events: u32) -> Windows {
+        Windows {
+            device: 0,
+            source: String::new(),
+            detail: String::new(),
+            reason: String::new(),
+            spec: None,
+            guessed: false,
+            names: vec![String::new(); starts.len()],
+            starts,
+            ends,
+            events,
+            verdicts: true,
+            quality: None,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// The cursor answers as the search does, for events in order, backwards, jumping
+    /// far ahead, in gaps between windows cut short, and before the first window.
+    #[test]
+    fn the_cursor_answers_as_the_search_does() {
+        let cases = [
+            windows(
+                vec![5, 10, 20, 21, 40, 41, 42, 43, 44, 45, 60, 90],
+                vec![],
+                100,
+            ),
+            windows(vec![5, 10, 20, 40], vec![8, 15, 30, 50], 100),
+            windows(vec![], vec![], 100),
+            windows(vec![0], vec![], 100),
+        ];
+        let mut orders: Vec<Vec<u32>> = vec![(0..110).collect(), (0..110).rev().collect()];
+        // A fixed scramble: ahead and back in steps of 37 modulo 110.
+        orders.push((0..110).map(|k| (k * 37) % 110).collect());
+        orders.push(vec![0, 99, 1, 98, 45, 44, 46, 10, 90, 91, 12]);
+        for w in &cases {
+            for order in &orders {
+                let mut c = w.cursor();
+                for &i in order {
+                    assert_eq!(c.of_event(i), w.of_event(i), "event {i} of {:?}", w.starts);
+                }
+            }
+        }
+        // Where they hold an event, the windows are found by hand.
+        let w = &cases[1];
+        let mut c = w.cursor();
+        let found: Vec<Option<usize>> = [4, 5, 8, 12, 16, 25, 35, 45, 99]
+            .map(|i| c.of_event(i))
+            .into();
+        assert_eq!(
+            found,
+            [
+                None,
+                Some(0),
+                None,
+                Some(1),
+                None,
+                Some(2),
+                None,
+                Some(3),
+                None
+            ]
+        );
     }
 }
