@@ -389,12 +389,13 @@ fn tail_run(grew: &[bool], from: usize) -> Option<(usize, Vec<usize>)> {
 
 /// How many window boundaries each released survivor outlived: the extremes.
 fn release_spans(s: &Survivors, replay: &Replay, windows: &Windows) -> Option<(usize, usize)> {
+    let (mut births, mut frees) = (windows.cursor(), windows.cursor());
     let spans = s.lifes.iter().filter_map(|&i| {
         let l = &replay.lifetimes[i];
         let Origin::Traced(b) = l.origin else {
             return None;
         };
-        Some(windows.of_event(l.freed?)? - windows.of_event(b)?)
+        Some(frees.of_event(l.freed?)? - births.of_event(b)?)
     });
     spans.fold(None, |acc, x| match acc {
         None => Some((x, x)),
@@ -471,12 +472,13 @@ fn late_leak(
         return None;
     }
     let (mut kept, mut born) = (0u64, 0u64);
+    let mut births = windows.cursor();
     for &i in &s.lifes {
         let l: &Lifetime = &replay.lifetimes[i];
         let Origin::Traced(b) = l.origin else {
             continue;
         };
-        if windows.of_event(b).is_some_and(|w| w >= start) {
+        if births.of_event(b).is_some_and(|w| w >= start) {
             born += l.bytes;
             if l.freed.is_none() {
                 kept += l.bytes;
@@ -533,9 +535,10 @@ fn release_of(
         .filter(|l| l.freed.is_some())
         .collect();
     let first = freed.iter().min_by_key(|l| l.freed)?;
+    let mut frees = windows.cursor();
     let mut wins: Vec<usize> = freed
         .iter()
-        .filter_map(|l| windows.of_event(l.freed?))
+        .filter_map(|l| frees.of_event(l.freed?))
         .collect();
     wins.sort_unstable();
     wins.dedup();
@@ -708,11 +711,12 @@ fn group_suspects(
     let mut sigs: Vec<(Kind, Vec<usize>)> = Vec::new();
     let mut members: Vec<Vec<u32>> = Vec::new();
     for (g, s) in suspects.iter_mut() {
+        let mut frees = windows.cursor();
         let mut rel: Vec<usize> = s
             .lifes
             .iter()
             .filter_map(|&i| replay.lifetimes[i].freed)
-            .filter_map(|f| windows.of_event(f))
+            .filter_map(|f| frees.of_event(f))
             .collect();
         rel.sort_unstable();
         rel.dedup();
@@ -737,13 +741,14 @@ fn group_suspects(
         return groups;
     }
     let mut first_kept: FastMap<u32, u32> = FastMap::default();
+    let (mut births, mut frees) = (windows.cursor(), windows.cursor());
     for l in &replay.lifetimes {
         let Origin::Traced(b) = l.origin else {
             continue;
         };
         let crossed = l
             .freed
-            .is_none_or(|f| windows.of_event(f) != windows.of_event(b));
+            .is_none_or(|f| frees.of_event(f) != births.of_event(b));
         if crossed && let Some(k) = attr.key(l.stack) {
             let e = first_kept.entry(k).or_insert(b);
             *e = (*e).min(b);
