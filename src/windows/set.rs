@@ -77,13 +77,10 @@ impl Windows {
         (self.starts[k], end)
     }
 
-    /// The window holding event `i` (`None` outside every window).
+    /// The window holding event `i` (`None` outside every window): the last that starts
+    /// at or before it, if `i` comes before that window's end.
     pub fn of_event(&self, i: u32) -> Option<usize> {
-        let k = match self.starts.binary_search(&i) {
-            Ok(k) => k,
-            Err(0) => return None,
-            Err(k) => k - 1,
-        };
+        let k = self.starts.partition_point(|&s| s <= i).checked_sub(1)?;
         (i < self.range(k).1).then_some(k)
     }
 
@@ -92,7 +89,6 @@ impl Windows {
         WindowCursor {
             windows: self,
             at: 0,
-            strict: self.starts.windows(2).all(|p| p[0] < p[1]),
         }
     }
 
@@ -126,9 +122,6 @@ pub struct WindowCursor<'w> {
     windows: &'w Windows,
     /// The last answer's window (0 before any).
     at: usize,
-    /// Starts strictly increasing: where they are not, every answer is `of_event`'s own
-    /// search (which window of equal starts it picks is its own).
-    strict: bool,
 }
 
 /// Windows stepped over before searching the rest.
@@ -139,7 +132,7 @@ impl WindowCursor<'_> {
     pub fn of_event(&mut self, i: u32) -> Option<usize> {
         let w = self.windows;
         let starts = &w.starts;
-        if !self.strict || starts.get(self.at).is_none_or(|&s| i < s) {
+        if starts.get(self.at).is_none_or(|&s| i < s) {
             let k = w.of_event(i);
             if let Some(k) = k {
                 self.at = k;
@@ -195,6 +188,8 @@ mod tests {
                 100,
             ),
             windows(vec![5, 10, 20, 40], vec![8, 15, 30, 50], 100),
+            // Equal starts (an empty window before its twin).
+            windows(vec![5, 5, 20, 20, 20, 60], vec![], 100),
             windows(vec![], vec![], 100),
             windows(vec![0], vec![], 100),
         ];
