@@ -238,12 +238,12 @@ fn site_limits(budget: &Budget, leaks: &DeviceLeaks, end: &DeviceTop, cases: &mu
             ));
         }
         if let Some(limit) = s.max_end_bytes {
-            let held: u64 = end
-                .rows
-                .iter()
-                .filter(|r| s.pattern.is_match(&r.site.label))
-                .map(|r| r.bytes)
-                .sum();
+            let held = crate::model::size::sum_sizes(
+                end.rows
+                    .iter()
+                    .filter(|r| s.pattern.is_match(&r.site.label))
+                    .map(|r| r.bytes),
+            );
             cases.push(case(Limit::SiteEndBytes(pattern), held, limit));
         }
     }

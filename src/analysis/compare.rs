@@ -145,7 +145,7 @@ pub fn backward_bytes(snap: &Snapshot, device: i64) -> u64 {
                 .entry(t.stack[i])
                 .or_insert_with(|| is_backward(snap, t.stack[i]))
         {
-            total += t.size[i];
+            total = total.saturating_add(t.size[i]);
         }
     }
     total
@@ -232,9 +232,14 @@ fn end_sites(a: &DeviceTop, b: &DeviceTop) -> Vec<EndCompare> {
 
 fn warnings(a: &SideInput, b: &SideInput) -> Vec<CompareWarning> {
     let mut w = Vec::new();
-    let rate = |r: &DeviceLeaks| r.suspects.iter().map(|g| g.bytes_per_window).sum::<u64>();
+    let rate = |r: &DeviceLeaks| {
+        crate::model::size::sum_sizes(r.suspects.iter().map(|g| g.bytes_per_window))
+    };
     let (ra, rb) = (rate(a.leaks), rate(b.leaks));
-    if ra > 0 && rb * 2 < ra && (b.backward_bytes as f64) < 0.9 * a.backward_bytes as f64 {
+    if ra > 0
+        && rb.saturating_mul(2) < ra
+        && (b.backward_bytes as f64) < 0.9 * a.backward_bytes as f64
+    {
         w.push(CompareWarning::GradientPathCut {
             backward_drop_percent: 100.0
                 * (1.0 - b.backward_bytes as f64 / a.backward_bytes.max(1) as f64),

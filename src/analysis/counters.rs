@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::timeline::rank_sites;
 use crate::attribute::{Attributor, Site};
 use crate::model::fxhash::FastMap;
+use crate::model::size::{round_up_to_granule, sum_sizes};
 use crate::replay::{Lifetime, Replay};
 
 /// One decimated series: its value before the first event, then `(event, value after
@@ -102,9 +103,13 @@ impl Extremes {
     }
 }
 
-/// Allocator block size of a request that is not in the final segments.
-fn round_block(bytes: u64) -> u64 {
-    bytes.max(1).div_ceil(512) * 512
+/// The largest change one entry of [`Changes`] holds (its low byte is the target): a
+/// lifetime's bytes beyond it (32 PiB, only in an impossible file) count as this.
+const MAX_CHANGE: u64 = (i64::MAX >> 8) as u64;
+
+/// `bytes` as a change entry takes it.
+fn change(bytes: u64) -> i64 {
+    bytes.min(MAX_CHANGE) as i64
 }
 
 /// Changes of the diff-counted series, by event: `(delta << 8) | target`, where target
@@ -124,23 +129,23 @@ impl Changes {
         replay: &Replay,
         slots: &[u8],
         final_blocks: &FastMap<u64, u64>,
-        initial: &mut [i64],
-        initial_allocated: &mut i64,
+        initial: &mut [i128],
+        initial_allocated: &mut i128,
     ) -> Changes {
         let n = replay.len();
         for (l, &slot) in replay.lifetimes.iter().zip(slots) {
             if l.first_alive().is_none() {
                 if slot != ALLOCATED {
-                    initial[slot as usize] += l.bytes as i64;
+                    initial[slot as usize] += i128::from(change(l.bytes));
                 }
-                *initial_allocated += block_size(l, final_blocks) as i64;
+                *initial_allocated += i128::from(change(block_size(l, final_blocks)));
             }
         }
         // Two passes over the same changes: count per event, then place.
         let visit = |f: &mut dyn FnMut(u32, u8, i64)| {
             for (l, &slot) in replay.lifetimes.iter().zip(slots) {
-                let bytes = l.bytes as i64;
-                let block = block_size(l, final_blocks) as i64;
+                let bytes = change(l.bytes);
+                let block = change(block_size(l, final_blocks));
                 let inside = |e: &u32| (*e as usize) < n;
                 if let Some(b) = l.first_alive() {
                     if !inside(&b) {
@@ -187,7 +192,7 @@ fn block_size(l: &Lifetime, final_blocks: &FastMap<u64, u64>) -> u64 {
         .is_none()
         .then(|| final_blocks.get(&l.addr).copied())
         .flatten()
-        .unwrap_or_else(|| round_block(l.bytes))
+        .unwrap_or_else(|| round_up_to_granule(l.bytes))
 }
 
 /// The counters of `replay`, each series cut into at most `max_buckets` buckets of
@@ -213,8 +218,9 @@ pub fn counters(
         })
         .collect();
     let nsites = ranked.ranked.len();
-    let mut initial = vec![0i64; nsites];
-    let mut initial_allocated = 0i64;
+    // Running sums are wide: a hostile file's sizes cannot wrap them.
+    let mut initial = vec![0i128; nsites];
+    let mut initial_allocated = 0i128;
     let changes = Changes::of(
         replay,
         &slots,
@@ -224,10 +230,10 @@ pub fn counters(
     );
 
     let n = replay.len();
-    let clamp = |v: i64| v.max(0) as u64;
-    let mut site_now: Vec<i64> = initial.clone();
+    let clamp = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+    let mut site_now: Vec<i128> = initial.clone();
     let mut alloc_now = initial_allocated;
-    let sites_initial: u64 = initial.iter().map(|&v| clamp(v)).sum();
+    let sites_initial = sum_sizes(initial.iter().map(|&v| clamp(v)));
     let other_initial = replay.initial_requested.saturating_sub(sites_initial);
 
     // Series order: live, allocated, reserved, other, then the sites.
@@ -250,13 +256,13 @@ pub fn counters(
         for &e in &changes.entries[a..b] {
             let (t, d) = ((e & 0xff) as u8, e >> 8);
             if t == ALLOCATED {
-                alloc_now += d;
+                alloc_now += i128::from(d);
             } else {
-                site_now[t as usize] += d;
+                site_now[t as usize] += i128::from(d);
             }
         }
-        let sites_sum: u64 = site_now.iter().map(|&v| clamp(v)).sum();
-        let values = |s: usize, site_now: &[i64]| -> u64 {
+        let sites_sum = sum_sizes(site_now.iter().map(|&v| clamp(v)));
+        let values = |s: usize, site_now: &[i128]| -> u64 {
             match s {
                 0 => replay.requested[i],
                 1 => clamp(alloc_now),

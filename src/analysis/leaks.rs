@@ -21,6 +21,7 @@ use super::top::{self, TopRow};
 use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
 use crate::model::fxhash::FastMap;
+use crate::model::size::sum_sizes;
 use crate::replay::{Lifetime, Origin, Replay};
 use crate::windows::{Candidate, Quality, WindowCursor, Windows};
 
@@ -252,7 +253,8 @@ fn median(mut v: Vec<u64>) -> u64 {
     if n % 2 == 1 {
         v[n / 2]
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2
+        // Wide: the two middle values may add up past 64 bits.
+        ((u128::from(v[n / 2 - 1]) + u128::from(v[n / 2])) / 2) as u64
     }
 }
 
@@ -303,7 +305,7 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
                 lifes: Vec::new(),
             });
         }
-        per_key[k].series[w] += l.bytes;
+        per_key[k].series[w] = per_key[k].series[w].saturating_add(l.bytes);
         per_key[k].lifes.push(li);
     }
     per_key.retain(|s| !s.lifes.is_empty());
@@ -348,7 +350,7 @@ pub fn survivors_by_stack(
             },
             usize::MAX,
         ));
-        s.bytes += l.bytes;
+        s.bytes = s.bytes.saturating_add(l.bytes);
         s.blocks += 1;
         if *last != w {
             // Traced allocations come in event order, so a stack's windows only grow.
@@ -408,14 +410,14 @@ fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOption
     let grew: Vec<usize> = (0..n).filter(|&w| s.series[w] > 0).collect();
     let counted: Vec<usize> = grew.iter().copied().filter(|&w| w >= opts.warmup).collect();
     let bytes = |i: &usize| replay.lifetimes[*i].bytes;
-    let total: u64 = s.lifes.iter().map(bytes).sum();
-    let at_end: u64 = s
-        .lifes
-        .iter()
-        .filter(|&&i| replay.lifetimes[i].freed.is_none())
-        .map(bytes)
-        .sum();
-    let kept_to_end = at_end * 10 >= total * 9;
+    let total = sum_sizes(s.lifes.iter().map(bytes));
+    let at_end = sum_sizes(
+        s.lifes
+            .iter()
+            .filter(|&&i| replay.lifetimes[i].freed.is_none())
+            .map(bytes),
+    );
+    let kept_to_end = nine_tenths(at_end, total);
     let spans = release_spans(s, replay, windows);
     let most = counted.len() >= 2 && counted.len() * 2 >= n.saturating_sub(opts.warmup);
     let onset = counted.first().or(grew.first()).copied().unwrap_or(0);
@@ -479,17 +481,22 @@ fn late_leak(
             continue;
         };
         if births.of_event(b).is_some_and(|w| w >= start) {
-            born += l.bytes;
+            born = born.saturating_add(l.bytes);
             if l.freed.is_none() {
-                kept += l.bytes;
+                kept = kept.saturating_add(l.bytes);
             }
         }
     }
-    (born > 0 && kept * 10 >= born * 9).then_some(Verdict {
+    (born > 0 && nine_tenths(kept, born)).then_some(Verdict {
         kind: Kind::Leak,
         onset: start,
         rate_windows: run,
     })
+}
+
+/// Whether `part` is at least nine tenths of `whole` (wide: sizes can be near 2^64).
+fn nine_tenths(part: u64, whole: u64) -> bool {
+    u128::from(part) * 10 >= u128::from(whole) * 9
 }
 
 /// Survivor bytes alive at each window end and at the end: the most held at once.
@@ -516,7 +523,7 @@ fn most_held(s: &Survivors, replay: &Replay, windows: &Windows) -> u64 {
         }
         most = most.max(cur);
     }
-    most.max(0) as u64
+    u64::try_from(most.max(0)).unwrap_or(u64::MAX)
 }
 
 /// Where a retained site's memory goes: the release is a burst (everything kept since the
@@ -593,13 +600,13 @@ fn growth(
         windows_total: windows.len() as u64,
         onset_window: v.onset as u64,
         retained_bytes: most_held(s, replay, windows),
-        bytes_at_end: s
-            .lifes
-            .iter()
-            .map(|&i| &replay.lifetimes[i])
-            .filter(|l| l.freed.is_none())
-            .map(|l| l.bytes)
-            .sum(),
+        bytes_at_end: sum_sizes(
+            s.lifes
+                .iter()
+                .map(|&i| &replay.lifetimes[i])
+                .filter(|l| l.freed.is_none())
+                .map(|l| l.bytes),
+        ),
         blocks: s.lifes.len() as u64,
         first_window: grew.first().copied().unwrap_or(0) as u64,
         last_window: grew.last().copied().unwrap_or(0) as u64,
@@ -734,7 +741,9 @@ fn group_suspects(
         });
         g.group = Some(gi as u64);
         groups[gi].members.push(g.site.clone());
-        groups[gi].bytes_per_window += g.bytes_per_window;
+        groups[gi].bytes_per_window = groups[gi]
+            .bytes_per_window
+            .saturating_add(g.bytes_per_window);
         members[gi].push(s.key);
     }
     if groups.is_empty() {

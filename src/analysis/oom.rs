@@ -10,6 +10,7 @@ use super::leaks::{DeviceLeaks, Kind};
 use super::point::{self, At};
 use super::top;
 use crate::attribute::{Attributor, Site};
+use crate::model::size::round_up_to_granule;
 use crate::model::{Action, BlockState, DeviceView, Snapshot, flags};
 use crate::replay::{AllocatorState, Replay, block_stack};
 use crate::windows::Windows;
@@ -163,10 +164,6 @@ pub struct DeviceOom {
     pub reconstruction_unresolved: u64,
 }
 
-fn round_block(size: u64) -> u64 {
-    size.max(1).div_ceil(512) * 512
-}
-
 /// The windows before the failure (the leak finder looks only there).
 pub fn windows_before(w: &Windows, replay: &Replay) -> Windows {
     match replay.ooms.first() {
@@ -191,7 +188,7 @@ fn free_memory(state: &AllocatorState, pool: Option<&'static str>) -> FreeMemory
         streams: Vec::new(),
     };
     for (seg, b) in state.blocks().filter(|(_, b)| !b.active) {
-        f.cached_free += b.size;
+        f.cached_free = f.cached_free.saturating_add(b.size);
         let small = seg.pool == "small";
         let slot = if small {
             &mut f.by_pool.small
@@ -200,12 +197,12 @@ fn free_memory(state: &AllocatorState, pool: Option<&'static str>) -> FreeMemory
         };
         *slot = (*slot).max(b.size);
         if pool == Some(if small { "small" } else { "large" }) {
-            f.in_pool += b.size;
+            f.in_pool = f.in_pool.saturating_add(b.size);
         }
         match f.streams.iter_mut().find(|s| s.stream == seg.stream) {
             Some(s) => {
                 s.largest_free_block_bytes = s.largest_free_block_bytes.max(b.size);
-                s.cached_free_bytes += b.size;
+                s.cached_free_bytes = s.cached_free_bytes.saturating_add(b.size);
             }
             None => f.streams.push(StreamFree {
                 stream: seg.stream,
@@ -305,7 +302,9 @@ fn from_state(
     let largest = free.by_pool.small.max(free.by_pool.large);
     let mut r = DeviceOom {
         device: dev.device,
-        would_fit_if_contiguous: oom.request_bytes.map(|q| free.in_pool >= round_block(q)),
+        would_fit_if_contiguous: oom
+            .request_bytes
+            .map(|q| free.in_pool >= round_up_to_granule(q)),
         oom,
         reserved_bytes: state.reserved(),
         allocated_bytes: state.allocated(),
@@ -354,7 +353,7 @@ pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> 
 /// when neither the cache nor the driver could serve the request.
 fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) -> Vec<Advice> {
     let mut advice = Vec::new();
-    let need = r.oom.request_bytes.map(round_block);
+    let need = r.oom.request_bytes.map(round_up_to_granule);
     let setting = if super::summary::producer(snap) == "npu" {
         "PYTORCH_NPU_ALLOC_CONF"
     } else {

@@ -77,7 +77,7 @@ pub fn flag_outliers(rows: &mut [RankRow]) {
             .filter(|r| r.step == step && r.error.is_none() && r.verdicts)
         {
             let v = r.growth_bytes_per_window;
-            r.outlier = v > median.saturating_mul(2) && v >= median + (1 << 20);
+            r.outlier = v > median.saturating_mul(2) && v >= median.saturating_add(1 << 20);
         }
     }
 }

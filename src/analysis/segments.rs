@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::point::Point;
+use crate::model::size::{add_size, sum_sizes};
 use crate::replay::AllocatorState;
 
 /// A block.
@@ -93,17 +94,12 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
         .iter()
         .map(|s| {
             let size_of = |keep: fn(&crate::replay::StateBlock) -> bool| -> u64 {
-                s.blocks.iter().filter(|b| keep(b)).map(|b| b.size).sum()
+                sum_sizes(s.blocks.iter().filter(|b| keep(b)).map(|b| b.size))
             };
             let allocated = size_of(|b| b.allocated());
             let active = size_of(|b| b.active);
-            let requested: u64 = s
-                .blocks
-                .iter()
-                .filter(|b| b.active)
-                .map(|b| b.requested)
-                .sum();
-            let external: u64 = s.blocks.iter().filter(|b| !b.active).map(|b| b.size).sum();
+            let requested = sum_sizes(s.blocks.iter().filter(|b| b.active).map(|b| b.requested));
+            let external = sum_sizes(s.blocks.iter().filter(|b| !b.active).map(|b| b.size));
             let largest = s
                 .blocks
                 .iter()
@@ -112,12 +108,15 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
                 .max()
                 .unwrap_or(0);
             totals.segments += 1;
-            totals.reserved_bytes += s.total_size;
-            totals.allocated_bytes += allocated;
-            totals.active_bytes += active;
-            totals.requested_bytes += requested;
-            totals.internal_free_bytes += active.saturating_sub(requested);
-            totals.external_free_bytes += external;
+            add_size(&mut totals.reserved_bytes, s.total_size);
+            add_size(&mut totals.allocated_bytes, allocated);
+            add_size(&mut totals.active_bytes, active);
+            add_size(&mut totals.requested_bytes, requested);
+            add_size(
+                &mut totals.internal_free_bytes,
+                active.saturating_sub(requested),
+            );
+            add_size(&mut totals.external_free_bytes, external);
             SegmentRow {
                 address: s.address,
                 total_size: s.total_size,

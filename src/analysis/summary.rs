@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::fxhash::FastMap;
+use crate::model::size::add_size;
 use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, TraceScan, flags};
 use crate::replay;
 
@@ -62,16 +63,22 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, o: &Totals) {
+    /// Adds `o`; returns whether a byte sum stopped at the top (2^64 - 1).
+    fn add(&mut self, o: &Totals) -> bool {
         self.segments += o.segments;
         self.blocks += o.blocks;
         self.active_blocks += o.active_blocks;
-        self.reserved_bytes += o.reserved_bytes;
-        self.allocated_bytes += o.allocated_bytes;
-        self.requested_bytes += o.requested_bytes;
-        self.active_bytes += o.active_bytes;
-        self.rounding_overhead_bytes += o.rounding_overhead_bytes;
-        self.cached_free_bytes += o.cached_free_bytes;
+        let mut full = false;
+        for (sum, v) in [
+            (&mut self.reserved_bytes, o.reserved_bytes),
+            (&mut self.allocated_bytes, o.allocated_bytes),
+            (&mut self.requested_bytes, o.requested_bytes),
+            (&mut self.active_bytes, o.active_bytes),
+            (&mut self.rounding_overhead_bytes, o.rounding_overhead_bytes),
+            (&mut self.cached_free_bytes, o.cached_free_bytes),
+        ] {
+            full |= add_size(sum, v);
+        }
         self.trace_events += o.trace_events;
         for (k, v) in &o.blocks_by_state {
             *self.blocks_by_state.entry(k.clone()).or_default() += v;
@@ -79,7 +86,17 @@ impl Totals {
         for (k, v) in &o.actions {
             *self.actions.entry(k.clone()).or_default() += v;
         }
+        full
     }
+}
+
+/// What in a device's final segments no allocator can hold, counted for a warning.
+#[derive(Default)]
+struct Impossible {
+    /// Byte sums that passed 2^64 - 1 (shown as that).
+    sums: u64,
+    /// Blocks larger than their segment.
+    blocks: u64,
 }
 
 /// One device.
@@ -188,25 +205,36 @@ pub struct TotalsWithDevices {
     pub totals: Totals,
 }
 
-fn device_totals(dev: &DeviceView, snap: &Snapshot, scan: &TraceScan) -> Totals {
+fn device_totals(
+    dev: &DeviceView,
+    snap: &Snapshot,
+    scan: &TraceScan,
+    odd: &mut Impossible,
+) -> Totals {
     let mut t = Totals {
         segments: dev.segments.len() as u64,
         ..Default::default()
     };
+    let add = |odd: &mut Impossible, sum: &mut u64, v: u64| odd.sums += u64::from(add_size(sum, v));
     for s in &dev.segments {
-        t.reserved_bytes += s.total_size;
+        add(odd, &mut t.reserved_bytes, s.total_size);
         for b in &s.blocks {
             t.blocks += 1;
+            odd.blocks += u64::from(b.size > s.total_size);
             *t.blocks_by_state
                 .entry(b.state.as_str().to_string())
                 .or_default() += 1;
             if b.state.is_active() {
                 t.active_blocks += 1;
-                t.active_bytes += b.size;
-                t.requested_bytes += b.requested_size.unwrap_or(b.size);
+                add(odd, &mut t.active_bytes, b.size);
+                add(
+                    odd,
+                    &mut t.requested_bytes,
+                    b.requested_size.unwrap_or(b.size),
+                );
             }
             if b.state == BlockState::ActiveAllocated {
-                t.allocated_bytes += b.size;
+                add(odd, &mut t.allocated_bytes, b.size);
             }
         }
     }
@@ -312,13 +340,14 @@ fn overflowed(snap: &Snapshot) -> Option<bool> {
 pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let one = |dev: &DeviceView| {
         let scan = dev.trace.scan(&snap.metas);
-        let t = device_totals(dev, snap, scan);
+        let mut odd = Impossible::default();
+        let t = device_totals(dev, snap, scan, &mut odd);
         let cov = replay::coverage_of(dev, scan);
         let (first, last, time_reversals) =
             (scan.first_time_us, scan.last_time_us, scan.time_reversals);
         let wrapped =
             !dev.trace.is_empty() && (cov.unmatched_frees > 0 || cov.pre_trace_blocks > 0);
-        DeviceSummary {
+        let summary = DeviceSummary {
             device: dev.device,
             totals: t,
             first_time_us: first,
@@ -330,7 +359,8 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             double_allocs: cov.double_allocs,
             time_reversals,
             wrapped,
-        }
+        };
+        (summary, odd)
     };
     // Devices are independent: the ones with long traces are summarized in parallel.
     let views = snap.devices();
@@ -338,7 +368,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
     let (devices, annotation_names) = std::thread::scope(|scope| {
         // Annotation names are counted meanwhile, when there are many.
         let names = (anns.len() > 10_000).then(|| scope.spawn(|| annotation_names(anns)));
-        let devices: Vec<DeviceSummary> = views
+        let devices: Vec<(DeviceSummary, Impossible)> = views
             .iter()
             .map(|dev| {
                 if dev.trace.len() > 100_000 {
@@ -355,9 +385,11 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         (devices, names)
     });
     let mut all = Totals::default();
-    for d in &devices {
-        all.add(&d.totals);
+    let mut total_full = false;
+    for (d, _) in &devices {
+        total_full |= all.add(&d.totals);
     }
+    let (devices, odd): (Vec<DeviceSummary>, Vec<Impossible>) = devices.into_iter().unzip();
     // Which actions occur, from the per-device counts (host traces are searched).
     let any_action = |a: Action| {
         devices
@@ -380,7 +412,8 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         last_time_us: devices.iter().filter_map(|d| d.last_time_us).max(),
         has_time_us: snap.metas.iter().any(|m| m.has(flags::TIME)),
     };
-    let warnings = history_warnings(&trace, &snap.warnings);
+    let mut warnings = history_warnings(&trace, &snap.warnings);
+    warnings.extend(size_warnings(&devices, &odd, total_full));
     let used_stacks = used_nonempty_stacks(snap);
     let mut used_frames = vec![false; snap.frames.len()];
     for s in &used_stacks {
@@ -471,6 +504,35 @@ fn history_warnings(t: &TraceInfo, loader: &[String]) -> Vec<String> {
              kept and time ranges use the extremes",
             t.time_reversals
         ));
+    }
+    w
+}
+
+/// What no allocator can hold: sums of sizes past 64 bits (shown stopped at the top, so
+/// never wrapped round to small numbers) and blocks larger than their segment.
+fn size_warnings(devices: &[DeviceSummary], odd: &[Impossible], total_full: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    for (d, o) in devices.iter().zip(odd) {
+        if o.sums > 0 {
+            w.push(format!(
+                "device {}: the sizes of its final segments add up past 2^64 - 1 bytes, which no \
+                 device holds: {} sums are shown stopped there",
+                d.device, o.sums
+            ));
+        }
+        if o.blocks > 0 {
+            w.push(if o.blocks == 1 {
+                format!("device {}: 1 block is larger than its segment", d.device)
+            } else {
+                format!(
+                    "device {}: {} blocks are larger than their segment",
+                    d.device, o.blocks
+                )
+            });
+        }
+    }
+    if total_full {
+        w.push("the devices' byte totals pass 2^64 - 1 bytes: they are shown as 2^64 - 1".into());
     }
     w
 }

@@ -158,7 +158,8 @@ pub fn site_series(replay: &Replay, attr: &mut Attributor, k: usize, samples: us
             .iter()
             .map(|d| {
                 cur += d;
-                cur.max(0) as u64
+                // Past 64 bits only in an impossible file: stopped at the top.
+                u64::try_from(cur.max(0)).unwrap_or(u64::MAX)
             })
             .collect()
     };
@@ -205,7 +206,7 @@ pub(crate) fn rank_sites(replay: &Replay, attr: &mut Attributor, k: usize) -> Ra
             if at_peak.len() <= k {
                 at_peak.resize(k + 1, 0);
             }
-            at_peak[k] += l.bytes;
+            at_peak[k] = at_peak[k].saturating_add(l.bytes);
         }
     }
     let mut ranked: Vec<u32> = (0..at_peak.len() as u32)

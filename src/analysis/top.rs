@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::point::Point;
 use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
+use crate::model::size::sum_sizes;
 use crate::replay::Replay;
 
 /// One group of live allocations.
@@ -62,7 +63,7 @@ pub(crate) fn grouped(
         if sums.len() <= k {
             sums.resize(k + 1, (0, 0));
         }
-        sums[k].0 += bytes;
+        sums[k].0 = sums[k].0.saturating_add(bytes);
         sums[k].1 += 1;
     }
     let mut groups: Vec<(u32, u64, u64)> = sums
@@ -86,13 +87,17 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
             .map(|l| (l.stack, l.bytes)),
         attr,
     );
-    let total_bytes: u64 = groups.iter().map(|g| g.1).sum();
+    let total_bytes = sum_sizes(groups.iter().map(|g| g.1));
     let total_blocks: u64 = groups.iter().map(|g| g.2).sum();
+    // The groups add up to the live bytes (less with `--focus`); where an impossible
+    // file's sizes stopped a count at the top they may not, and a share is still of the
+    // larger whole, never above 1.
+    let whole = point.requested_bytes.max(total_bytes);
     let share = |b: u64| {
-        if point.requested_bytes == 0 {
+        if whole == 0 {
             0.0
         } else {
-            b as f64 / point.requested_bytes as f64
+            b as f64 / whole as f64
         }
     };
     let mut rest = Rest::default();
@@ -107,7 +112,7 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
             });
         } else {
             rest.keys += 1;
-            rest.bytes += bytes;
+            rest.bytes = rest.bytes.saturating_add(bytes);
             rest.blocks += blocks;
         }
     }

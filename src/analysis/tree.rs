@@ -162,7 +162,7 @@ impl CallTree {
                 }
             };
             let node = &mut tree.graph[leaf];
-            node.self_bytes += l.bytes;
+            node.self_bytes = node.self_bytes.saturating_add(l.bytes);
             node.self_blocks += 1;
         }
         tree.sum_up();
@@ -204,7 +204,7 @@ impl CallTree {
                 (node.bytes, node.blocks, node.parent)
             };
             if let Some(p) = parent {
-                self.graph[p].bytes += bytes;
+                self.graph[p].bytes = self.graph[p].bytes.saturating_add(bytes);
                 self.graph[p].blocks += blocks;
             }
         }

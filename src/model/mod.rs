@@ -9,6 +9,7 @@ pub(crate) mod fxhash;
 mod ids;
 mod line;
 mod scan;
+pub mod size;
 mod trace;
 mod value;
 
@@ -269,17 +270,18 @@ impl DeviceView<'_> {
     /// Σ sizes of the blocks allocated at the end, pending frees excluded (as
     /// `torch.cuda.memory_allocated`).
     pub fn allocated_bytes(&self) -> u64 {
-        self.segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum()
+        size::sum_sizes(
+            self.segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size),
+        )
     }
 
     /// Σ segment sizes at the end.
     pub fn reserved_bytes(&self) -> u64 {
-        self.segments.iter().map(|s| s.total_size).sum()
+        size::sum_sizes(self.segments.iter().map(|s| s.total_size))
     }
 }
 

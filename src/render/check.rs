@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Style, bytes};
+use super::{Style, bytes, terminal_text};
 use crate::analysis::check::{Case, Limit};
 use crate::session::CheckReport;
 
@@ -12,12 +12,16 @@ pub fn case_detail(c: &Case) -> String {
         if c.stack.is_empty() {
             "(no frames recorded)".to_string()
         } else {
-            c.stack.join("\n    ")
+            let frames: Vec<_> = c.stack.iter().map(|f| terminal_text(f)).collect();
+            frames.join("\n    ")
         }
     };
-    let site = c.site.as_ref().map_or("", |s| s.label.as_str());
+    let site = terminal_text(c.site.as_ref().map_or("", |s| s.label.as_str()));
     if let Some(why) = &c.unjudged {
-        return format!("cannot be checked: no per-window verdicts ({why})");
+        return format!(
+            "cannot be checked: no per-window verdicts ({})",
+            terminal_text(why)
+        );
     }
     match &c.name {
         Limit::MaxBytesPerWindow if c.passed => "no suspect grows faster".into(),
@@ -63,7 +67,7 @@ pub fn text(r: &CheckReport, style: Style) -> String {
             "{}",
             style.bold(&format!(
                 "{}: {}",
-                f.file,
+                terminal_text(&f.file),
                 if failed == 0 {
                     "within budget".to_string()
                 } else {
@@ -82,7 +86,7 @@ pub fn text(r: &CheckReport, style: Style) -> String {
                     o,
                     "{indent}{} {}: {} (limit {})",
                     if c.passed { "ok  " } else { "FAIL" },
-                    c.name,
+                    terminal_text(&c.name.to_string()),
                     bytes(c.value),
                     bytes(c.limit)
                 );

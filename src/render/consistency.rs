@@ -52,6 +52,11 @@ pub fn line(c: &Consistency) -> String {
         "point at which reserved would be negative",
         "points at which reserved would be negative",
     );
+    add(
+        c.impossible_sizes,
+        "size or sum of sizes past what a device holds",
+        "sizes or sums of sizes past what a device holds",
+    );
     format!(
         "device {}: the trace and the final state disagree ({}); figures near them are approximate",
         c.device,

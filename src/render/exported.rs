@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{bytes, count};
+use super::{bytes, count, terminal_text};
 use crate::session::{PerfettoSummary, PprofSummary};
 
 /// The trace file, its time axis, its tracks' contents, and the inputs not read.
@@ -12,7 +12,7 @@ pub fn perfetto(s: &PerfettoSummary) -> String {
     let _ = writeln!(
         o,
         "{}: Perfetto trace, {} ({} files, {} devices; time axis: {})",
-        s.out,
+        terminal_text(&s.out),
         bytes(s.file_bytes),
         count(s.files_read),
         count(s.devices),
@@ -40,7 +40,12 @@ pub fn perfetto(s: &PerfettoSummary) -> String {
         );
     }
     for f in &s.failed {
-        let _ = writeln!(o, "  not read: {}: {}", f.file, f.error);
+        let _ = writeln!(
+            o,
+            "  not read: {}: {}",
+            terminal_text(&f.file),
+            terminal_text(&f.error)
+        );
     }
     let _ = writeln!(o, "  open it at https://ui.perfetto.dev (Open trace file)");
     o
@@ -60,20 +65,20 @@ pub fn pprof(s: &PprofSummary) -> String {
     let _ = writeln!(
         o,
         "{}: pprof profile of {}, {} ({}; {} samples, devices {})",
-        s.out,
-        s.file,
+        terminal_text(&s.out),
+        terminal_text(&s.file),
         bytes(s.file_bytes),
         what,
         count(s.samples),
         super::device_list(&s.devices),
     );
     for l in &s.left_out {
-        let _ = writeln!(o, "  left out: {l}");
+        let _ = writeln!(o, "  left out: {}", terminal_text(l));
     }
     let _ = writeln!(
         o,
         "  open it with `go tool pprof -http=: {}` or at https://www.speedscope.app",
-        s.out
+        terminal_text(&s.out)
     );
     o
 }

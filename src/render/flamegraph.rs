@@ -9,9 +9,10 @@ use inferno::flamegraph::{self, Options, Palette, color::BasicPalette};
 
 use crate::analysis::tree::{CallTree, NodeKind};
 use crate::attribute::NO_FRAME;
+use crate::model::size::sum_sizes;
 use crate::session::{ReportData, TreeReport};
 
-use super::{bytes, count, device_list};
+use super::{bytes, count, device_list, terminal_text};
 
 /// A frame as folded stacks write it: `basename:line:function`, with the characters the
 /// format gives a meaning to replaced (`;` separates frames, a line ends a stack).
@@ -52,7 +53,8 @@ pub fn folded(tree: &CallTree) -> Vec<(String, u64)> {
             }
         }
         // Different full paths can share basenames: merge them, as `_memory_viz` does.
-        *lines.entry(stack).or_insert(0) += node.self_bytes;
+        let n = lines.entry(stack).or_insert(0);
+        *n = n.saturating_add(node.self_bytes);
     }
     lines.into_iter().collect()
 }
@@ -104,6 +106,11 @@ pub fn svg_sized(
     if lines.iter().all(|l| l.1 == 0) {
         return Ok(empty_svg(title, subtitle.unwrap_or("nothing to draw")));
     }
+    // inferno adds the counts up in 64 bits: counts whose total passes 2^53 (8 PiB, only
+    // in an impossible file) are drawn divided by a factor it multiplies back when it
+    // writes them, so the sums cannot wrap.
+    let total: u128 = lines.iter().map(|l| u128::from(l.1)).sum();
+    let scale = total.div_ceil(1 << 53).max(1) as u64;
     let text: Vec<String> = lines
         .iter()
         .map(|(stack, n)| {
@@ -117,17 +124,19 @@ pub fn svg_sized(
                     stack.replace_range(i..=i, "\u{a0}");
                 }
             }
-            format!("{stack} {n}")
+            format!("{stack} {}", n / scale)
         })
         .collect();
     let mut opts = Options::default();
-    opts.title = title.to_string();
-    opts.subtitle = subtitle.map(str::to_string);
+    // inferno escapes markup (quick-xml) but not control characters, which XML forbids.
+    opts.title = terminal_text(title).into_owned();
+    opts.subtitle = subtitle.map(|s| terminal_text(s).into_owned());
     opts.count_name = "bytes".into();
     opts.name_type = "Frame:".into();
     opts.colors = Palette::Basic(BasicPalette::Mem);
     opts.deterministic = true;
     opts.image_width = width;
+    opts.factor = scale as f64;
     let mut out = Vec::new();
     flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), &mut out)?;
     Ok(out)
@@ -137,7 +146,8 @@ pub fn svg_sized(
 /// it is empty (an empty snapshot, or nothing live at the point).
 pub fn empty_svg(title: &str, note: &str) -> Vec<u8> {
     let esc = |s: &str| {
-        s.replace('&', "&amp;")
+        terminal_text(s)
+            .replace('&', "&amp;")
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
@@ -165,8 +175,8 @@ fn titles(r: &TreeReport) -> (String, String) {
     let file = std::path::Path::new(&r.file)
         .file_name()
         .map_or(r.file.clone(), |n| n.to_string_lossy().into_owned());
-    let live: u64 = r.devices.iter().map(|d| d.at.requested_bytes).sum();
-    let drawn: u64 = r.devices.iter().map(|d| d.total_bytes).sum();
+    let live = sum_sizes(r.devices.iter().map(|d| d.at.requested_bytes));
+    let drawn = sum_sizes(r.devices.iter().map(|d| d.total_bytes));
     let blocks: u64 = r.devices.iter().map(|d| d.total_blocks).sum();
     let (title, devices) = match r.devices.as_slice() {
         [d] => (
@@ -213,13 +223,16 @@ pub fn report_svg(r: &TreeReport, lines: &[(String, u64)], focus: bool) -> io::R
 
 /// What `flamegraph` wrote, for the line on standard error.
 pub fn written(path: &std::path::Path, r: &TreeReport, lines: &[(String, u64)]) -> String {
-    let total: u64 = lines.iter().map(|l| l.1).sum();
+    let total = sum_sizes(lines.iter().map(|l| l.1));
     if r.devices.is_empty() {
-        return format!("{} (nothing recorded)", path.display());
+        return format!(
+            "{} (nothing recorded)",
+            terminal_text(&path.display().to_string())
+        );
     }
     format!(
         "{} ({} in {} stack{})",
-        path.display(),
+        terminal_text(&path.display().to_string()),
         bytes(total),
         count(lines.len() as u64),
         if lines.len() == 1 { "" } else { "s" }

@@ -15,7 +15,7 @@ use crate::analysis::top::{DeviceTop, TopRow};
 use crate::attribute::Site;
 use crate::session::{DeviceReport, ReportData};
 
-use super::{bytes, count, device_list};
+use super::{bytes, count, device_list, terminal_text};
 
 const UPLOT_JS: &str = include_str!("../../assets/vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.css");
@@ -28,8 +28,10 @@ window.addEventListener('error',function(e){__lsErrors.push(String(e.message||(e
 window.addEventListener('unhandledrejection',function(e){__lsErrors.push(String(e.reason))});\
 (function(){var f=console.error;console.error=function(){__lsErrors.push(Array.prototype.join.call(arguments,' '));return f.apply(console,arguments)}})();";
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values; control characters are
+/// shown escaped as on a terminal ([`terminal_text`]), since most are not allowed in HTML.
 pub fn escape(s: &str) -> String {
+    let s = terminal_text(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -44,12 +46,30 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// JSON made safe inside `<script>`: `</` could close the element early, and U+2028/9
-/// end lines in older JavaScript parsers. Both are escaped as JSON allows.
+/// JSON made safe as the text of a `<script>` element, the one way the page inlines
+/// data: `</script` would end the element and `<!--` with `<script` would make the parser
+/// skip past its end (the rest of the page becomes script), so `<`, `>` and `&` are
+/// written `\u003c`, `\u003e`, `\u0026` (they occur only inside JSON strings, where
+/// the escapes mean the same characters); U+2028/9 end lines in older JavaScript parsers,
+/// and control characters are written as escapes too.
 fn script_json(json: &str) -> String {
-    json.replace("</", "<\\/")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            // serde_json leaves DEL and C1 as they are in strings; HTML calls them parse
+            // errors. (Tab, CR and newline occur only as whitespace between tokens.)
+            c if c.is_control() && !matches!(c, '\t' | '\n' | '\r') => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The `height` attribute of the SVG's root element, in pixels.
@@ -184,7 +204,7 @@ pub fn written(path: &std::path::Path, data: &ReportData, len: usize) -> String 
         .collect();
     format!(
         "{} ({}; {})",
-        path.display(),
+        terminal_text(&path.display().to_string()),
         bytes(len as u64),
         if peaks.is_empty() {
             "nothing recorded".to_string()
@@ -623,7 +643,30 @@ mod tests {
         );
         assert_eq!(
             script_json("{\"k\":\"</script>\"}"),
-            "{\"k\":\"<\\/script>\"}"
+            "{\"k\":\"\\u003c/script\\u003e\"}"
         );
+        let json = "{\"k\":\"<!--<script> & \u{2028}\"}";
+        let safe = script_json(json);
+        assert_eq!(
+            safe,
+            "{\"k\":\"\\u003c!--\\u003cscript\\u003e \\u0026 \\u2028\"}"
+        );
+        // The same data, read back.
+        let a: serde_json::Value = serde_json::from_str(json).unwrap();
+        let b: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(a, b);
+        // Pretty JSON's whitespace stays; DEL and C1, which serde_json keeps, do not.
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::json!({"k": "a\u{7f}\u{9b}"})).unwrap();
+        let safe = script_json(&pretty);
+        assert!(
+            safe.contains("\\u007f\\u009b") && safe.contains('\n'),
+            "{safe}"
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&safe).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&pretty).unwrap()
+        );
+        assert_eq!(escape("a\u{1b}[1m"), "a\\x1b[1m");
     }
 }

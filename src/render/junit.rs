@@ -6,8 +6,11 @@ use std::fmt::Write;
 use super::check::case_detail;
 use crate::session::CheckReport;
 
+/// XML text and attribute values; control characters, which XML 1.0 does not allow, shown
+/// escaped as on a terminal.
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
+    super::terminal_text(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count, per_device, signed_bytes};
+use super::{Align, Style, Table, bytes, count, per_device, signed_bytes, terminal_text};
 use crate::analysis::compare::{CompareWarning, DeviceCompare};
 use crate::analysis::leaks::NoVerdicts;
 use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
@@ -17,7 +17,7 @@ fn release(g: &Growth) -> String {
             r.release_windows,
             r.site
                 .as_ref()
-                .map_or_else(String::new, |s| format!(" by {}", s.label))
+                .map_or_else(String::new, |s| format!(" by {}", terminal_text(&s.label)))
         ),
         None if g.kind == Kind::Leak => "never freed in the trace".into(),
         None => String::new(),
@@ -54,7 +54,7 @@ fn header(r: &DeviceLeaks) -> String {
         } else {
             ""
         },
-        r.windows.reason,
+        terminal_text(&r.windows.reason),
     )
 }
 
@@ -88,7 +88,7 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
         let _ = writeln!(
             o,
             "  {} ({}, since window {}): {}",
-            g.site.label,
+            terminal_text(&g.site.label),
             g.kind,
             g.onset_window,
             release(g)
@@ -101,7 +101,7 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
             gr.id,
             gr.members.len(),
             bytes(gr.bytes_per_window),
-            gr.root.label
+            terminal_text(&gr.root.label)
         );
     }
 }
@@ -155,7 +155,7 @@ fn no_verdicts_text(r: &DeviceLeaks, nv: &NoVerdicts, by: &str, style: Style, o:
         "{}",
         style.bold("no per-window verdicts: the trace holds no repeated unit of work")
     );
-    let _ = writeln!(o, "  {}", r.windows.reason);
+    let _ = writeln!(o, "  {}", terminal_text(&r.windows.reason));
     let _ = writeln!(o, "  {HOW_TO_GET_VERDICTS}");
     o.push('\n');
     let point = |p: &crate::analysis::Point| super::tree::point_text(p);
@@ -256,7 +256,10 @@ fn device_compare_text(r: &DeviceCompare, style: Style) -> String {
         let _ = writeln!(
             o,
             "{name}: {} device {} ({} windows from {})",
-            s.file, s.device, s.windows.count, s.windows.source
+            terminal_text(&s.file),
+            s.device,
+            s.windows.count,
+            terminal_text(&s.windows.source)
         );
     }
     o.push('\n');

@@ -25,6 +25,46 @@ pub mod windows;
 
 pub use table::{Align, Style, Table};
 
+use std::borrow::Cow;
+
+/// `s` as text for a terminal: names come from the file, which may come from anyone, so
+/// every control character (C0, DEL, C1) is written as an escape (`\x1b`, `\r`, `\n`,
+/// `\t`, else `\xNN`) and so is every bidirectional override (`\u{202e}`), so a name
+/// can neither move the cursor, recolour the terminal, forge a line nor reorder what is
+/// shown. A backslash stays as it is. Borrowed when there is nothing to escape (the usual
+/// case). The one place names become terminal (and HTML, XML) text: tables escape every
+/// cell with it, renderers every name they write into a line.
+///
+/// ```
+/// use leakscope::render::terminal_text;
+/// assert_eq!(terminal_text("a\x1b[31m\r\0b"), "a\\x1b[31m\\r\\x00b");
+/// assert_eq!(terminal_text("plain \\ text"), "plain \\ text");
+/// ```
+pub fn terminal_text(s: &str) -> Cow<'_, str> {
+    let escaped = |c: char| c.is_control() || is_bidi_control(c);
+    if !s.chars().any(escaped) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // C0, DEL and C1 are all below U+0100: two hex digits.
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if is_bidi_control(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The characters that reorder text shown after them (embeddings, overrides, isolates).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// Bytes in binary units with three significant digits: `512 B`, `1.50 MiB`, `12.3 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -83,7 +123,8 @@ pub fn device_list(devices: &[i64]) -> String {
 pub fn idle_line(file: &str, shown: usize, idle: &[i64]) -> String {
     if shown == 0 {
         return format!(
-            "{file}: nothing recorded (no segments and no trace events on any device)\n"
+            "{}: nothing recorded (no segments and no trace events on any device)\n",
+            terminal_text(file)
         );
     }
     match idle.len() {
@@ -143,6 +184,26 @@ mod tests {
         assert_eq!(device_list(&[3]), "3");
         assert_eq!(device_list(&[1, 2, 3, 4, 5, 6, 7]), "1-7");
         assert_eq!(device_list(&[0, 2, 3, 5]), "0, 2-3, 5");
+    }
+
+    #[test]
+    fn terminal_text_escapes_every_control() {
+        assert!(matches!(
+            terminal_text("train.py:12:step"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(terminal_text("\u{1b}[2J"), "\\x1b[2J");
+        assert_eq!(terminal_text("a\rb\nc\td"), "a\\rb\\nc\\td");
+        assert_eq!(
+            terminal_text("\0\u{7f}\u{85}\u{9b}"),
+            "\\x00\\x7f\\x85\\x9b"
+        );
+        assert_eq!(terminal_text("x\u{202e}y"), "x\\u{202e}y");
+        // Printable text beyond ASCII and backslashes are kept.
+        assert_eq!(terminal_text("é → \\x1b"), "é → \\x1b");
+        // Escaping escaped text changes nothing: the escapes are printable.
+        let once = terminal_text("\u{1b}\0").into_owned();
+        assert_eq!(terminal_text(&once), once);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count, per_device};
+use super::{Align, Style, Table, bytes, count, per_device, terminal_text};
 use crate::analysis::oom::{Advice, DeviceOom};
 use crate::session::OomReport;
 
@@ -30,7 +30,7 @@ pub fn advice_text(a: &Advice) -> String {
         ),
         Advice::Growth { grew: g } => format!(
             "memory grew before the failure: {} keeps {} per window ({}, {} of {} windows); fix that first (`leakscope leaks`).",
-            g.site.label,
+            terminal_text(&g.site.label),
             bytes(g.bytes_per_window),
             g.kind,
             g.windows_growing,
@@ -150,7 +150,7 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
                 "  {} per window in {} windows: {}",
                 bytes(g.bytes_per_window),
                 g.windows_growing,
-                g.site.label
+                terminal_text(&g.site.label)
             );
         }
     }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
+use super::{Align, Style, Table, bytes, count, terminal_text};
 use crate::session::RanksReport;
 
 /// One line per rank and step, outliers marked; then the trend per rank.
@@ -11,7 +11,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
     let _ = writeln!(
         o,
         "{}: {} snapshots{}",
-        r.dir,
+        terminal_text(&r.dir),
         count(r.ranks.len() as u64),
         if r.skipped_files > 0 {
             format!(" ({} other files skipped)", count(r.skipped_files))
@@ -87,7 +87,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
                 "  rank {}: {} ({change} over steps {})",
                 tr.rank.map_or_else(|| "-".into(), |v| v.to_string()),
                 series.join(" -> "),
-                tr.steps.join(", ")
+                terminal_text(&tr.steps.join(", "))
             );
         }
     }

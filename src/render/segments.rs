@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device};
 use crate::analysis::segments::{DeviceSegments, SegmentRow};
+use crate::model::size::{end_of, sum_sizes};
 use crate::session::SegmentsReport;
 
 const BAR: u64 = 32;
@@ -11,21 +12,20 @@ const BAR: u64 = 32;
 /// A bar of the segment: `#` held, `+` partly held, `.` free, per 1/32 of the segment.
 fn bar(s: &SegmentRow) -> String {
     let cell = s.total_size.div_ceil(BAR).max(1);
+    // Ends stop at the top of the address space: a file can claim a segment there.
     (0..BAR)
         .map(|i| {
             let (lo, hi) = (
-                s.address + i * cell,
-                s.address + ((i + 1) * cell).min(s.total_size),
+                end_of(s.address, i.saturating_mul(cell)),
+                end_of(s.address, (i + 1).saturating_mul(cell).min(s.total_size)),
             );
             if lo >= hi {
                 return ' ';
             }
-            let held: u64 = s
-                .blocks
-                .iter()
-                .filter(|b| b.active)
-                .map(|b| hi.min(b.address + b.size).saturating_sub(lo.max(b.address)))
-                .sum();
+            let held = sum_sizes(s.blocks.iter().filter(|b| b.active).map(|b| {
+                hi.min(end_of(b.address, b.size))
+                    .saturating_sub(lo.max(b.address))
+            }));
             match held {
                 0 => '.',
                 h if h >= hi - lo => '#',
@@ -94,7 +94,7 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
         bytes(tt.reserved_bytes),
         bytes(tt.active_bytes),
         bytes(tt.allocated_bytes),
-        bytes(tt.active_bytes - tt.allocated_bytes),
+        bytes(tt.active_bytes.saturating_sub(tt.allocated_bytes)),
         bytes(tt.requested_bytes),
         bytes(tt.internal_free_bytes),
         bytes(tt.external_free_bytes)

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes, count};
+use super::{Align, Style, Table, bytes, count, terminal_text};
 use crate::analysis::summary::{Summary, Totals};
 
 fn opt_time(t: Option<i64>) -> String {
@@ -13,7 +13,7 @@ fn opt_time(t: Option<i64>) -> String {
 pub fn text(s: &Summary, style: Style) -> String {
     let mut o = String::new();
     let f = &s.format;
-    let _ = writeln!(o, "{}", style.bold(&s.file));
+    let _ = writeln!(o, "{}", style.bold(&terminal_text(&s.file)));
     let proto = f
         .pickle_protocol
         .map_or_else(String::new, |p| format!(" protocol {p}"));
@@ -67,7 +67,7 @@ pub fn text(s: &Summary, style: Style) -> String {
         let states: Vec<String> = tot
             .blocks_by_state
             .iter()
-            .map(|(k, v)| format!("{k} {}", count(*v)))
+            .map(|(k, v)| format!("{} {}", terminal_text(k), count(*v)))
             .collect();
         let _ = writeln!(o, "\nblocks by state   {}", states.join(", "));
     }
@@ -76,7 +76,7 @@ pub fn text(s: &Summary, style: Style) -> String {
         acts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let acts: Vec<String> = acts
             .into_iter()
-            .map(|(k, v)| format!("{k} {}", count(*v)))
+            .map(|(k, v)| format!("{} {}", terminal_text(k), count(*v)))
             .collect();
         let _ = writeln!(o, "events by action  {}", acts.join(", "));
     }
@@ -128,7 +128,7 @@ pub fn text(s: &Summary, style: Style) -> String {
             .annotation_names
             .iter()
             .take(6)
-            .map(|(n, c)| format!("{n} x{c}"))
+            .map(|(n, c)| format!("{} x{c}", terminal_text(n)))
             .collect();
         let _ = writeln!(
             o,
@@ -138,7 +138,7 @@ pub fn text(s: &Summary, style: Style) -> String {
         );
     }
     for w in &s.warnings {
-        let _ = writeln!(o, "warning: {w}");
+        let _ = writeln!(o, "warning: {}", terminal_text(w));
     }
     if tot.segments == 0 && tot.trace_events == 0 {
         let _ = writeln!(

@@ -61,13 +61,26 @@ impl Table {
         }
     }
 
-    /// Adds a row (missing cells are blank).
+    /// Adds a row (missing cells are blank). Cells are shown as [`super::terminal_text`]
+    /// makes them: a cell may hold a name from the file, and a control character would
+    /// also break the columns.
     pub fn row<I, S>(&mut self, cells: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| {
+                    let c: String = c.into();
+                    match super::terminal_text(&c) {
+                        std::borrow::Cow::Borrowed(_) => c,
+                        std::borrow::Cow::Owned(e) => e,
+                    }
+                })
+                .collect(),
+        );
     }
 
     /// Renders with two spaces between columns.

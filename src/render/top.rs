@@ -39,6 +39,9 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
         by
     );
     o.push('\n');
+    // Shares are of the larger of the live bytes and the rows' sum, as in the report's
+    // rows (they differ only where an impossible file's sizes stopped a count at the top).
+    let whole = r.at.requested_bytes.max(r.total_bytes);
     let mut t = Table::new(&[
         ("bytes", Align::Right),
         ("share", Align::Right),
@@ -56,10 +59,10 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     if r.rest.keys > 0 {
         t.row([
             bytes(r.rest.bytes),
-            if r.at.requested_bytes == 0 {
+            if whole == 0 {
                 "0.0%".into()
             } else {
-                share(r.rest.bytes, r.at.requested_bytes)
+                share(r.rest.bytes, whole)
             },
             count(r.rest.blocks),
             format!("({} more)", count(r.rest.keys)),
@@ -67,7 +70,7 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     }
     t.row([
         bytes(r.total_bytes),
-        share(r.total_bytes, r.at.requested_bytes),
+        share(r.total_bytes, whole),
         count(r.total_blocks),
         "total".into(),
     ]);

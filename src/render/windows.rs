@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, count, per_device};
+use super::{Align, Style, Table, count, per_device, terminal_text};
 use crate::session::WindowsReport;
 use crate::windows::{Candidate, Failure, Quality, Windows};
 
@@ -104,8 +104,8 @@ fn device_text(w: &Windows, style: Style) -> String {
         "device {}: {} windows from {}: {}",
         w.device,
         count(w.len() as u64),
-        w.source,
-        w.reason
+        terminal_text(&w.source),
+        terminal_text(&w.reason)
     );
     if let Some(q) = &w.quality {
         if w.candidates.is_empty() {
@@ -119,7 +119,11 @@ fn device_text(w: &Windows, style: Style) -> String {
         let _ = writeln!(o, "no per-window verdicts on these windows");
     }
     if let Some(spec) = &w.spec {
-        let _ = writeln!(o, "to ask for them again: --windows '{spec}'");
+        let _ = writeln!(
+            o,
+            "to ask for them again: --windows '{}'",
+            terminal_text(spec)
+        );
     }
     if !w.candidates.is_empty() {
         o.push('\n');

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::lifetimes::{Mismatch, Replay};
 use crate::model::DeviceView;
+use crate::model::size::sum_overflows;
 
 /// What does not add up on one device.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -33,6 +34,10 @@ pub struct Consistency {
     /// Points at which the reserved bytes, counted back from the final segments, would be
     /// negative.
     pub negative_reserved: u64,
+    /// Sizes no device has: sizes of 2^63 bytes or more, sums of sizes past 2^64 - 1,
+    /// segments that end past the top of the address space. Figures are counted up to
+    /// what they can hold, never wrapped round.
+    pub impossible_sizes: u64,
 }
 
 impl Consistency {
@@ -58,6 +63,17 @@ impl Consistency {
                 !(tiles && cursor == s.address.saturating_add(s.total_size))
             })
             .count() as u64;
+        let beyond = view
+            .segments
+            .iter()
+            .filter(|s| {
+                s.address.checked_add(s.total_size).is_none()
+                    || sum_overflows(s.blocks.iter().map(|b| b.size))
+            })
+            .count() as u64;
+        let impossible_sizes = replay.impossible_sizes
+            + beyond
+            + u64::from(sum_overflows(view.segments.iter().map(|s| s.total_size)));
         Consistency {
             device: view.device,
             open_without_block,
@@ -69,6 +85,7 @@ impl Consistency {
             segments_not_covered,
             requested_above_reserved: replay.requested_above_reserved,
             negative_reserved: replay.negative_reserved,
+            impossible_sizes,
         }
     }
 
@@ -83,6 +100,7 @@ impl Consistency {
             + self.segments_not_covered
             + self.requested_above_reserved
             + self.negative_reserved
+            + self.impossible_sizes
             > 0
     }
 }

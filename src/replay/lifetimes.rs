@@ -12,6 +12,7 @@
 
 use crate::model::addr_map::AddrMap;
 use crate::model::fxhash::FastMap;
+use crate::model::size::{MAX_COUNTED, counted};
 use crate::model::{Action, Block, DeviceView, StackId, TraceScan};
 
 /// Where a lifetime's allocation comes from. A reconstructed allocation carries the last
@@ -41,7 +42,7 @@ pub enum Origin {
 pub struct Lifetime {
     /// Block address.
     pub addr: u64,
-    /// Requested bytes.
+    /// Requested bytes (at most [`MAX_COUNTED`], as the timeline counts them).
     pub bytes: u64,
     /// Where it comes from.
     pub origin: Origin,
@@ -173,6 +174,10 @@ pub struct Replay {
     pub mismatches: Vec<Mismatch>,
     /// Indices of `oom` events.
     pub ooms: Vec<u32>,
+    /// Sizes no allocator has (2^63 bytes or more, counted as [`MAX_COUNTED`]) and
+    /// points at which the live or reserved bytes pass what the counts hold (stopped at
+    /// the top): the figures near them are bounds, not measurements.
+    pub impossible_sizes: u64,
 }
 
 impl Replay {
@@ -297,10 +302,12 @@ pub fn coverage_of(dev: &DeviceView, scan: &TraceScan) -> Coverage {
     c
 }
 
-/// A size as it enters the running sums: i64, saturating. Exact for any real trace (sums
-/// below 2^63 bytes), bounded for a hostile one.
-fn signed(size: u64) -> i64 {
-    size.min(i64::MAX as u64) as i64
+/// A size as a lifetime holds it: at most [`MAX_COUNTED`], counting the sizes cut down,
+/// so that the timeline (a signed running sum) and the lifetimes alive at a point always
+/// add up to the same bytes.
+fn capped(size: u64, impossible: &mut u64) -> u64 {
+    *impossible += u64::from(size > MAX_COUNTED);
+    size.min(MAX_COUNTED)
 }
 
 /// Replays the trace of `dev` against its final segments.
@@ -319,8 +326,10 @@ pub fn replay(dev: &DeviceView) -> Replay {
     // addr -> a `free_requested` no traced allocation accounts for (yet)
     let mut requests: AddrMap<u32> = AddrMap::default();
     let mut unmatched: Vec<Lifetime> = Vec::new();
-    let mut reserved_delta: i64 = 0;
-    let mut reserved_rel: Vec<i64> = Vec::with_capacity(n);
+    // The change of reserved bytes at each event, and all of them together (wide: a
+    // hostile file's sum of sizes can pass 64 bits).
+    let mut reserved_total: i128 = 0;
+    let mut reserved_delta: Vec<i64> = Vec::with_capacity(n);
     // The change of requested bytes at each event, for the traced allocations (written in
     // event order here, rather than scattered over the timeline afterwards).
     let mut requested_delta: Vec<i64> = Vec::with_capacity(n);
@@ -357,19 +366,22 @@ pub fn replay(dev: &DeviceView) -> Replay {
         let size = t.size[i];
         let at = i as u32;
         let mut delta: i64 = 0;
+        let mut seg_delta: i64 = 0;
         match t.action[i] {
             Action::ALLOC => {
                 if let Some(prev) = open.remove(addr) {
                     // A second alloc at a live address: the trace lost the free.
                     r.double_allocs += 1;
                     r.lifetimes[prev].freed = Some(at);
-                    delta = delta.saturating_sub(signed(r.lifetimes[prev].bytes));
+                    delta -= counted(r.lifetimes[prev].bytes);
                 }
-                delta = delta.saturating_add(signed(size));
+                let bytes = capped(size, &mut r.impossible_sizes);
+                // Both terms are within ±MAX_COUNTED: the difference cannot wrap.
+                delta += counted(bytes);
                 open.insert(addr, r.lifetimes.len());
                 r.lifetimes.push(Lifetime {
                     addr,
-                    bytes: size,
+                    bytes,
                     origin: Origin::Traced(at),
                     free_requested: None,
                     freed: None,
@@ -391,13 +403,13 @@ pub fn replay(dev: &DeviceView) -> Replay {
                     Some(k) => {
                         let l = &mut r.lifetimes[k];
                         l.freed = Some(at);
-                        delta = delta.saturating_sub(signed(l.bytes));
+                        delta = -counted(l.bytes);
                     }
                     None => {
                         r.unmatched_frees += 1;
                         unmatched.push(Lifetime {
                             addr,
-                            bytes: size,
+                            bytes: capped(size, &mut r.impossible_sizes),
                             origin: Origin::UnmatchedFree {
                                 born_after: last_end.get(addr),
                             },
@@ -411,18 +423,19 @@ pub fn replay(dev: &DeviceView) -> Replay {
             }
             Action::SEGMENT_ALLOC | Action::SEGMENT_MAP => {
                 open_segments.insert(addr, ());
-                reserved_delta = reserved_delta.saturating_add(signed(size));
+                seg_delta = counted(capped(size, &mut r.impossible_sizes));
             }
             Action::SEGMENT_FREE | Action::SEGMENT_UNMAP => {
                 if open_segments.remove(addr).is_none() {
                     r.unmatched_segment_frees += 1;
                 }
-                reserved_delta = reserved_delta.saturating_sub(signed(size));
+                seg_delta = -counted(capped(size, &mut r.impossible_sizes));
             }
             Action::OOM => r.ooms.push(at),
             _ => {}
         }
-        reserved_rel.push(reserved_delta);
+        reserved_total += i128::from(seg_delta);
+        reserved_delta.push(seg_delta);
         requested_delta.push(delta);
     }
     let traced = r.lifetimes.len();
@@ -431,7 +444,14 @@ pub fn replay(dev: &DeviceView) -> Replay {
     r.pre_trace_blocks = pre_trace.len() as u64;
     r.lifetimes.extend(pre_trace);
     r.lifetimes.extend(unmatched);
-    timelines(dev, &mut r, traced, requested_delta, reserved_rel);
+    timelines(
+        dev,
+        &mut r,
+        traced,
+        requested_delta,
+        reserved_delta,
+        reserved_total,
+    );
     r
 }
 
@@ -457,7 +477,7 @@ fn reconcile(
             let pending = !matches!(b.state, crate::model::BlockState::ActiveAllocated);
             pre_trace.push(Lifetime {
                 addr: b.address,
-                bytes: block_requested(b),
+                bytes: capped(block_requested(b), &mut r.impossible_sizes),
                 origin: Origin::PreTraceBlock {
                     born_after: last_end.get(b.address),
                 },
@@ -483,11 +503,14 @@ fn reconcile(
                 addr: l.addr,
                 event: ev,
             }),
-            Some(b) if block_requested(b) != l.bytes => r.mismatches.push(Mismatch::Size {
-                addr: l.addr,
-                traced: l.bytes,
-                block: block_requested(b),
-            }),
+            // The lifetime holds the size as counted: so is the block's compared.
+            Some(b) if block_requested(b).min(MAX_COUNTED) != l.bytes => {
+                r.mismatches.push(Mismatch::Size {
+                    addr: l.addr,
+                    traced: l.bytes,
+                    block: block_requested(b),
+                })
+            }
             Some(_) => {}
         }
     }
@@ -495,48 +518,70 @@ fn reconcile(
 }
 
 /// The requested and reserved bytes before the first event and after each. The traced
-/// allocations' changes per event come from the replay's pass (`requested`); the
+/// allocations' changes per event come from the replay's pass (`live`); the
 /// reconstructed lifetimes (from index `traced` on) add their bytes where they are first
 /// alive and take them away where they are freed; reserved counts back from the final
-/// segments.
+/// segments by the changes per event (`reserved`, `reserved_total` their sum). Running
+/// sums are wide, so only a point whose bytes pass 64 bits is cut (to `u64::MAX`, counted).
 fn timelines(
     dev: &DeviceView,
     r: &mut Replay,
     traced: usize,
     mut live: Vec<i64>,
     mut reserved: Vec<i64>,
+    reserved_total: i128,
 ) {
     let n = reserved.len();
-    let mut initial: i64 = 0;
+    let mut initial: i128 = 0;
+    let mut cut = 0u64;
+    // Several reconstructed lifetimes can begin or end at one event: a change past what
+    // an i64 holds (only ever with impossible sizes) stops at the top, counted.
+    let mut add = |slot: &mut i64, b: i64| {
+        *slot = slot.checked_add(b).unwrap_or_else(|| {
+            cut += 1;
+            slot.saturating_add(b)
+        });
+    };
     for l in &r.lifetimes[traced.min(r.lifetimes.len())..] {
-        let b = signed(l.bytes);
+        let b = counted(l.bytes);
         match l.first_alive() {
-            None => initial = initial.saturating_add(b),
-            Some(a) if (a as usize) < n => live[a as usize] = live[a as usize].saturating_add(b),
+            None => initial += i128::from(b),
+            Some(a) if (a as usize) < n => add(&mut live[a as usize], b),
             Some(_) => continue, // begins after the last event: never alive in the trace
         }
         if let Some(f) = l.freed {
-            live[f as usize] = live[f as usize].saturating_sub(b);
+            add(&mut live[f as usize], -b);
         }
     }
-    let final_reserved = dev
+    let final_reserved: i128 = dev
         .segments
         .iter()
-        .fold(0i64, |a, s| a.saturating_add(signed(s.total_size)));
-    let initial_reserved = final_reserved.saturating_sub(reserved.last().copied().unwrap_or(0));
-    r.initial_requested = initial.max(0) as u64;
-    r.initial_reserved = initial_reserved.max(0) as u64;
+        .map(|s| i128::from(counted(capped(s.total_size, &mut cut))))
+        .sum();
+    // At most 2^32 events and segments of at most 2^63 bytes: no i128 here can wrap.
+    let initial_reserved = final_reserved - reserved_total;
+    let mut bytes = |v: i128| -> u64 {
+        u64::try_from(v.max(0)).unwrap_or_else(|_| {
+            cut += 1;
+            u64::MAX
+        })
+    };
+    r.initial_requested = bytes(initial);
+    r.initial_reserved = bytes(initial_reserved);
     r.negative_reserved = u64::from(initial_reserved < 0);
     r.requested_above_reserved = u64::from(initial > initial_reserved.max(0));
-    let mut running = initial;
+    let (mut running, mut running_reserved) = (initial, initial_reserved);
     for (d, rel) in live.iter_mut().zip(reserved.iter_mut()) {
-        running = running.saturating_add(*d);
-        *d = running;
-        *rel = initial_reserved.saturating_add(*rel);
-        r.negative_reserved += u64::from(*rel < 0);
-        r.requested_above_reserved += u64::from(running > (*rel).max(0));
+        running += i128::from(*d);
+        running_reserved += i128::from(*rel);
+        r.negative_reserved += u64::from(running_reserved < 0);
+        r.requested_above_reserved += u64::from(running > running_reserved.max(0));
+        // The u64 figures are kept in the i64 slots bit for bit (read back below).
+        *d = bytes(running) as i64;
+        *rel = bytes(running_reserved) as i64;
     }
     // Same size and alignment: both collects reuse their buffers.
-    r.requested = live.into_iter().map(|v| v.max(0) as u64).collect();
-    r.reserved = reserved.into_iter().map(|v| v.max(0) as u64).collect();
+    r.requested = live.into_iter().map(|v| v as u64).collect();
+    r.reserved = reserved.into_iter().map(|v| v as u64).collect();
+    r.impossible_sizes += cut;
 }

@@ -17,6 +17,7 @@
 
 use super::lifetimes::Replay;
 use crate::model::fxhash::FastMap;
+use crate::model::size::{GRANULE, end_of, round_up_to_granule, sum_sizes};
 use crate::model::{Action, BlockState, DeviceView};
 
 /// A block in a reconstructed state.
@@ -52,7 +53,7 @@ impl StateBlock {
     }
 
     fn end(&self) -> u64 {
-        self.address + self.size
+        end_of(self.address, self.size)
     }
 }
 
@@ -75,7 +76,7 @@ pub struct StateSegment {
 
 impl StateSegment {
     fn end(&self) -> u64 {
-        self.address + self.total_size
+        end_of(self.address, self.total_size)
     }
 }
 
@@ -90,10 +91,6 @@ pub struct AllocatorState {
 }
 
 const SMALL_POOL_MAX: u64 = 1 << 20;
-
-fn round_block(size: u64) -> u64 {
-    size.max(1).div_ceil(512) * 512
-}
 
 /// The pool of a segment re-created without a neighbour to take it from: non-expandable
 /// small segments are 2 MiB.
@@ -187,7 +184,9 @@ impl AllocatorState {
                 .flatten();
             let block = StateBlock {
                 address: l.addr,
-                size: exact.copied().unwrap_or_else(|| round_block(l.bytes)),
+                size: exact
+                    .copied()
+                    .unwrap_or_else(|| round_up_to_granule(l.bytes)),
                 requested: l.bytes,
                 active: true,
                 pending_free: l.pending_after(k),
@@ -241,7 +240,7 @@ impl AllocatorState {
     fn overlaps(&self, addr: u64, size: u64) -> bool {
         self.segments
             .iter()
-            .any(|s| s.address < addr + size && addr < s.end())
+            .any(|s| s.address < end_of(addr, size) && addr < s.end())
     }
 
     /// Undoes a `segment_map`: the range was not mapped before. It is cut out of the
@@ -250,7 +249,7 @@ impl AllocatorState {
         let Some(i) = self.segment_index(addr) else {
             return false;
         };
-        let end = addr + size;
+        let end = end_of(addr, size);
         let seg = self.segments.remove(i);
         let fits = end <= seg.end();
         let mut held = false;
@@ -295,7 +294,7 @@ impl AllocatorState {
         if self.overlaps(addr, size) {
             return false;
         }
-        let end = addr + size;
+        let end = end_of(addr, size);
         let i = self.segments.partition_point(|s| s.address < addr);
         let joins = |s: &StateSegment| s.expandable && s.stream == stream;
         let left = i
@@ -318,7 +317,7 @@ impl AllocatorState {
         };
         if let Some(r) = right {
             let r = self.segments.remove(r);
-            seg.total_size += r.total_size;
+            seg.total_size = seg.total_size.saturating_add(r.total_size);
             seg.blocks.extend(r.blocks);
             merge_free_around(&mut seg.blocks, 0);
         }
@@ -326,7 +325,7 @@ impl AllocatorState {
             Some(l) => {
                 let l = &mut self.segments[l];
                 let at = l.blocks.len();
-                l.total_size += seg.total_size;
+                l.total_size = l.total_size.saturating_add(seg.total_size);
                 l.blocks.extend(seg.blocks);
                 merge_free_around(&mut l.blocks, at);
             }
@@ -337,33 +336,32 @@ impl AllocatorState {
 
     /// Σ segment sizes: `reserved`.
     pub fn reserved(&self) -> u64 {
-        self.segments.iter().map(|s| s.total_size).sum()
+        sum_sizes(self.segments.iter().map(|s| s.total_size))
     }
 
     /// Σ sizes of allocated blocks (pending frees excluded, as
     /// `torch.cuda.memory_allocated`): `allocated`.
     pub fn allocated(&self) -> u64 {
-        self.blocks()
-            .filter(|(_, b)| b.allocated())
-            .map(|(_, b)| b.size)
-            .sum()
+        sum_sizes(
+            self.blocks()
+                .filter(|(_, b)| b.allocated())
+                .map(|(_, b)| b.size),
+        )
     }
 
     /// Σ sizes of active blocks (allocated and pending-free): `active`.
     pub fn active(&self) -> u64 {
-        self.blocks()
-            .filter(|(_, b)| b.active)
-            .map(|(_, b)| b.size)
-            .sum()
+        sum_sizes(self.blocks().filter(|(_, b)| b.active).map(|(_, b)| b.size))
     }
 
     /// Σ requested bytes of active blocks (as PyTorch's `requested_bytes`, which a block
     /// leaves at its `free_completed`): `requested`.
     pub fn requested(&self) -> u64 {
-        self.blocks()
-            .filter(|(_, b)| b.active)
-            .map(|(_, b)| b.requested)
-            .sum()
+        sum_sizes(
+            self.blocks()
+                .filter(|(_, b)| b.active)
+                .map(|(_, b)| b.requested),
+        )
     }
 
     /// Every block with its segment.
@@ -380,7 +378,7 @@ impl AllocatorState {
 fn lay_out(seg: &mut StateSegment, mut held: Vec<(StateBlock, bool)>) -> u64 {
     held.sort_by_key(|(b, _)| b.address);
     let split_min = if seg.pool == "small" || seg.total_size <= 2 * SMALL_POOL_MAX {
-        512
+        GRANULE
     } else {
         SMALL_POOL_MAX
     };
@@ -422,10 +420,10 @@ fn merge_free_around(blocks: &mut Vec<StateBlock>, i: usize) {
     }
     if i + 1 < blocks.len() && !blocks[i + 1].active {
         let next = blocks.remove(i + 1);
-        blocks[i].size += next.size;
+        blocks[i].size = blocks[i].size.saturating_add(next.size);
     }
     if i > 0 && !blocks[i - 1].active {
         let cur = blocks.remove(i);
-        blocks[i - 1].size += cur.size;
+        blocks[i - 1].size = blocks[i - 1].size.saturating_add(cur.size);
     }
 }

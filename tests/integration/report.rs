@@ -531,3 +531,70 @@ fn hostile_frame_names_stay_text() {
         );
     }
 }
+
+/// A frame named `<!--<script>` opens a comment and a script inside the page's inline data:
+/// written as it is, the HTML parser reads past the data element's end (the rest of the
+/// page becomes that element's text) and no chart is drawn. The page escapes `<`, `>` and
+/// `&` there, so it draws every chart.
+#[test]
+fn a_frame_named_like_a_comment_and_a_script_leaves_the_charts_drawn() {
+    let name = "<!--<script>";
+    let frames = serde_json::json!([
+        {"filename": "model.py", "line": 1, "name": name},
+        {"filename": "train.py", "line": 2, "name": "step"}
+    ]);
+    let mut trace = Vec::new();
+    for i in 0..8u64 {
+        // Eight windows of three events (`every:3`), each leaving 1 MiB behind: a suspect.
+        for (action, addr, size, t) in [
+            ("alloc", 0x100000 * (i + 1), 1 << 20, 0),
+            ("alloc", 0x9000000 + i * 512, 512, 1),
+            ("free_completed", 0x9000000 + i * 512, 512, 2),
+        ] {
+            trace.push(
+                serde_json::json!({"action": action, "addr": addr, "size": size,
+                "stream": 0, "time_us": i * 10 + t, "frames": frames}),
+            );
+        }
+    }
+    let snap = serde_json::json!({"segments": [], "device_traces": [trace]});
+    let dir = out_dir("report-tests");
+    let input = dir.join("comment_script_name.json");
+    std::fs::write(&input, serde_json::to_vec(&snap).unwrap()).unwrap();
+    let page = dir.join("comment_script_name.html");
+    report_to(&input, &page, &["--windows", "every:3"]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let data = embedded_data(&html);
+    assert!(
+        data.to_string().contains(name),
+        "the name is kept in the data"
+    );
+    assert_eq!(
+        data["devices"][0]["leaks"]["suspects"][0]["site"]["name"],
+        name
+    );
+    let Some(browser) =
+        browser_or_skip("a_frame_named_like_a_comment_and_a_script_leaves_the_charts_drawn")
+    else {
+        return;
+    };
+    let (dom, log) = run_chromium(&browser, &page, &["--dump-dom".to_string()]);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "console messages:\n{}",
+        console.join("\n")
+    );
+    assert_eq!(
+        attr_of(&dom, "ls-status", "data-ready"),
+        Some("1"),
+        "{dom:.300}"
+    );
+    assert_eq!(attr_of(&dom, "ls-status", "data-errors"), Some("0"));
+    // The timeline, the sites over time and the suspect's growth.
+    let charts: u32 = attr_of(&dom, "ls-status", "data-charts")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    assert!(charts >= 3, "{charts} charts drawn");
+    assert!(dom.contains("class=\"uplot"), "no uPlot chart in the DOM");
+}

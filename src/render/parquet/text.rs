@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::render::{Align, Style, Table, count};
+use crate::render::{Align, Style, Table, count, terminal_text};
 use crate::session::ExportSummary;
 
 /// The tables with their rows and files; the counts of files read, failed and skipped.
@@ -12,7 +12,7 @@ pub fn text(s: &ExportSummary, style: Style) -> String {
     let _ = writeln!(
         o,
         "{}: {} files read{}{}",
-        s.out_dir,
+        terminal_text(&s.out_dir),
         count(s.files_read),
         if s.failed.is_empty() {
             String::new()
@@ -36,7 +36,7 @@ pub fn text(s: &ExportSummary, style: Style) -> String {
     }
     o.push_str(&t.render(style));
     for f in &s.failed {
-        let _ = writeln!(o, "not read: {}", f.error);
+        let _ = writeln!(o, "not read: {}", terminal_text(&f.error));
     }
     o
 }
