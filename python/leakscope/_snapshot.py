@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
 from . import _native
@@ -157,7 +156,7 @@ class Snapshot:
         text = self._native.flamegraph(
             _opts(device=device, exclude=exclude, focus=focus), at, folded)
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
+            _native.write_output(os.fspath(path), text.encode("utf-8"), [], self._native)
         return text
 
     def report(self, path: Optional[PathLike] = None, windows: str = "auto",
@@ -173,7 +172,7 @@ class Snapshot:
         data, page = self._native.report_page(
             _opts(windows=windows, within=within, by=by, device=device), path is not None)
         if path is not None and page is not None:
-            Path(path).write_text(page, encoding="utf-8")
+            _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
         return Result._from_json("report", data)
 
     def __repr__(self) -> str:
@@ -263,7 +262,7 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
     if isinstance(baseline, dict):
         baseline_text = json.dumps(baseline)
     elif baseline is not None:
-        baseline_text = Path(baseline).read_text(encoding="utf-8")
+        baseline_text = _native.read_small_text(os.fspath(baseline))
     data, junit = _native.check(sessions, budget_text, baseline_text, windows)
     return CheckResult(json.loads(data), junit)
 
@@ -272,4 +271,4 @@ def _text(v: Union[PathLike, str]) -> str:
     """A file's text, or the text itself when it does not name a file (a TOML string)."""
     if isinstance(v, str) and ("\n" in v or "=" in v):
         return v
-    return Path(v).read_text(encoding="utf-8")
+    return _native.read_small_text(os.fspath(v))

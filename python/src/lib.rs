@@ -109,11 +109,16 @@ fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
 #[pyclass(frozen, module = "leakscope._native")]
 struct NativeSession {
     inner: Arc<Session>,
+    /// The file it was loaded from, which no output may overwrite.
+    source: Option<PathBuf>,
 }
 
 impl NativeSession {
     fn new(s: Session) -> Self {
-        NativeSession { inner: Arc::new(s) }
+        NativeSession {
+            inner: Arc::new(s),
+            source: None,
+        }
     }
 
     /// Runs `f` on the session without the GIL and returns its report as JSON.
@@ -264,9 +269,12 @@ fn load_path(
     path: PathBuf,
     max_decompressed_bytes: Option<u64>,
 ) -> PyResult<NativeSession> {
-    py.detach(|| Session::open(&path, load_options(max_decompressed_bytes)))
-        .map(NativeSession::new)
-        .map_err(session_error)
+    let s = py
+        .detach(|| Session::open(&path, load_options(max_decompressed_bytes)))
+        .map_err(session_error)?;
+    let mut native = NativeSession::new(s);
+    native.source = Some(path);
+    Ok(native)
 }
 
 /// Loads a snapshot held in a `bytes` object (read in place, not copied).
@@ -468,6 +476,37 @@ fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(|| leakscope::cli::main(argv))
 }
 
+/// Writes `data` to `path` whole (a temporary renamed into place), refusing a path that
+/// is one of `inputs` or the file `session` was loaded from.
+#[pyfunction]
+#[pyo3(signature = (path, data, inputs, session=None))]
+fn write_output(
+    py: Python<'_>,
+    path: PathBuf,
+    data: &[u8],
+    inputs: Vec<PathBuf>,
+    session: Option<&NativeSession>,
+) -> PyResult<u64> {
+    let mut files = leakscope::files::Inputs::of(&inputs);
+    if let Some(src) = session.and_then(|s| s.source.as_ref()) {
+        files.add(src);
+    }
+    py.detach(|| leakscope::files::write_whole(&files, &path, data))
+        .map_err(|e| match e {
+            leakscope::files::OutputError::IsInput { .. } => PyValueError::new_err(e.to_string()),
+            other => pyo3::exceptions::PyOSError::new_err(other.to_string()),
+        })
+}
+
+/// A budget's or baseline's text, read with the library's size limit.
+#[pyfunction]
+fn read_small_text(path: PathBuf) -> PyResult<String> {
+    leakscope::files::read_small_text(&path).map_err(|e| match e {
+        leakscope::files::SmallTextError::Io(io) => PyErr::from(io),
+        other => PyValueError::new_err(format!("cannot read {}: {other}", path.display())),
+    })
+}
+
 /// The default limit on decompressed size, in bytes.
 #[pyfunction]
 fn default_max_decompressed_bytes() -> u64 {
@@ -491,6 +530,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_perfetto, m)?)?;
     m.add_function(wrap_pyfunction!(export_pprof, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(write_output, m)?)?;
+    m.add_function(wrap_pyfunction!(read_small_text, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

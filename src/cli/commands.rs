@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::budget::{Baseline, Budget};
+use crate::files::Inputs;
 use crate::render::{self, Style};
 use crate::session::{self, CheckReport, Options, ReportOptions};
 use anyhow::Context;
@@ -118,7 +119,12 @@ impl CheckCmd {
         }
         let report = CheckReport::new(checked);
         if let Some(j) = &self.junit {
-            output::file(j, render::junit::junit(&report).as_bytes())?;
+            let mut inputs = Inputs::of(&self.files);
+            inputs.add(&self.budget);
+            if let Some(b) = &self.baseline {
+                inputs.add(b);
+            }
+            output::file(&inputs, j, render::junit::junit(&report).as_bytes())?;
         }
         emit(self.json, &report, |r| render::check::text(r, style))?;
         if report.passed {
@@ -166,7 +172,7 @@ impl FlamegraphCmd {
             }
             let text = render::flamegraph::folded_text(&lines);
             return match &self.output {
-                Some(p) => output::file(p, text.as_bytes()),
+                Some(p) => output::file(&Inputs::of([&self.file]), p, text.as_bytes()),
                 None => output::stdout(&text),
             };
         }
@@ -176,7 +182,7 @@ impl FlamegraphCmd {
             .unwrap_or_else(|| PathBuf::from("flamegraph.svg"));
         let svg = render::flamegraph::report_svg(&report, &lines, opts.filters.focus.is_some())
             .context("cannot draw the flame graph")?;
-        output::file(&path, &svg)?;
+        output::file(&Inputs::of([&self.file]), &path, &svg)?;
         eprintln!(
             "wrote {}",
             render::flamegraph::written(&path, &report, &lines)
@@ -198,7 +204,7 @@ impl ReportCmd {
         let svgs =
             render::flamegraph::report_page_svgs(&data).context("cannot draw the flame graph")?;
         let html = render::html::page(&data, &data_json, &svgs);
-        output::file(&self.output, html.as_bytes())?;
+        output::file(&Inputs::of([&self.file]), &self.output, html.as_bytes())?;
         eprintln!(
             "wrote {}",
             render::html::written(&self.output, &data, html.len())
@@ -222,16 +228,16 @@ impl ConvertCmd {
             ))
             .into());
         }
+        // Refused before the load, so a mistake costs no time.
+        let inputs = Inputs::of([&self.input]);
+        inputs.check_output(out)?;
         let s = output::open(&self.input, &self.load, false)?;
         if ext == "json" {
-            let f = std::fs::File::create(out)
-                .with_context(|| format!("cannot create {}", out.display()))?;
-            let mut w = std::io::BufWriter::new(f);
+            let mut w = inputs.create(out)?;
             crate::convert::write_json(s.snapshot(), &mut w)?;
-            std::io::Write::flush(&mut w)
-                .with_context(|| format!("cannot write {}", out.display()))?;
+            w.commit()?;
         } else {
-            output::file(out, &crate::load::cache::encode(s.snapshot())?)?;
+            output::file(&inputs, out, &crate::load::cache::encode(s.snapshot())?)?;
         }
         eprintln!("wrote {}", out.display());
         Ok(())
@@ -294,6 +300,7 @@ fn exported<T>(r: Result<T, session::ExportError>) -> anyhow::Result<T> {
         Ok(t) => Ok(t),
         Err(e @ session::ExportError::NothingRead { .. }) => Err(Usage(e.to_string()).into()),
         Err(session::ExportError::Session(e)) => Err(e.into()),
+        Err(session::ExportError::Output(e)) => Err(e.into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -2,6 +2,7 @@
 //! 1 for a budget exceeded or a failure of ours.
 
 use crate::budget::{BaselineError, BudgetError};
+use crate::files::OutputError;
 use crate::session::SessionError;
 use crate::{LoadError, error::WriteError};
 
@@ -36,7 +37,11 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         || e.downcast_ref::<LoadError>().is_some()
         || e.downcast_ref::<BudgetError>().is_some()
         || e.downcast_ref::<BaselineError>().is_some()
-        || e.downcast_ref::<Usage>().is_some();
+        || e.downcast_ref::<Usage>().is_some()
+        || matches!(
+            e.downcast_ref::<OutputError>(),
+            Some(OutputError::IsInput { .. })
+        );
     let ours = e.downcast_ref::<WriteError>().is_some();
     if input && !ours { 2 } else { 1 }
 }

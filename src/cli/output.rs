@@ -6,6 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use crate::LoadOptions;
+use crate::files::Inputs;
 use crate::session::Session;
 use anyhow::Context;
 
@@ -107,14 +108,16 @@ pub fn emit<T: serde::Serialize>(
     }
 }
 
-/// Writes `data` to `path`.
-pub fn file(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(path, data).with_context(|| format!("cannot write {}", path.display()))
+/// Writes `data` to `path` whole (see [`crate::files`]), refusing a path that names one
+/// of `inputs`.
+pub fn file(inputs: &Inputs, path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    crate::files::write_whole(inputs, path, data)?;
+    Ok(())
 }
 
-/// Reads a text file the options name (a budget, a baseline).
+/// Reads a text file the options name (a budget, a baseline), with the library's limit.
 pub fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| {
+    crate::files::read_small_text(path).map_err(|e| {
         super::exit::Usage(format!("cannot read the {what} {}: {e}", path.display())).into()
     })
 }

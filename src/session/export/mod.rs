@@ -66,6 +66,9 @@ pub enum ExportError {
     /// A file cannot be loaded or analysed as asked.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The output is one of the inputs, or cannot be written whole.
+    #[error(transparent)]
+    Output(#[from] crate::files::OutputError),
     /// No input could be read. The tables are written all the same (the `ranks` table
     /// holds each input's error).
     #[error("no file could be read: {}", errors.join("; "))]

@@ -21,6 +21,7 @@ use crate::analysis::leaks::Growth;
 use crate::analysis::point;
 use crate::analysis::ranks::{RankRow, flag_outliers};
 use crate::analysis::top::{self, DeviceTop};
+use crate::files::{Inputs, OutputError, WholeDir};
 use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
 use crate::session::Session;
 use crate::session::discover::{Found, discover};
@@ -237,22 +238,31 @@ fn write_analysis(w: &mut Writers, key: &FileKey, a: &Analysis) -> Result<(), Ex
     w.write(Table::TopSites, &b)
 }
 
-/// The six tables' writers, each on its file in the output directory.
+/// The six tables' writers, each on its file in the output directory (staged, and moved
+/// in by [`Writers::finish`] once every table is complete).
 struct Writers {
     out_dir: PathBuf,
+    dir: WholeDir,
     writers: Vec<TableWriter<BufWriter<File>>>,
 }
 
 impl Writers {
-    fn create(out_dir: &Path) -> Result<Writers, ExportError> {
-        std::fs::create_dir_all(out_dir).map_err(|source| ExportError::OutDir {
-            dir: out_dir.to_path_buf(),
-            source,
+    /// Writers into `out_dir`, none of whose tables may be one of `inputs`.
+    fn create(out_dir: &Path, inputs: &Inputs) -> Result<Writers, ExportError> {
+        for t in Table::ALL {
+            inputs.check_output(&out_dir.join(t.file_name()))?;
+        }
+        let dir = WholeDir::create(out_dir).map_err(|e| match e {
+            OutputError::Io { source, .. } => ExportError::OutDir {
+                dir: out_dir.to_path_buf(),
+                source,
+            },
+            e => e.into(),
         })?;
         let writers = Table::ALL
             .iter()
             .map(|&t| {
-                let path = out_dir.join(t.file_name());
+                let path = dir.staged(&t.file_name());
                 let file = File::create(&path).map_err(|source| ExportError::Io {
                     path: path.clone(),
                     source,
@@ -263,6 +273,7 @@ impl Writers {
             .collect::<Result<_, _>>()?;
         Ok(Writers {
             out_dir: out_dir.to_path_buf(),
+            dir,
             writers,
         })
     }
@@ -285,7 +296,8 @@ impl Writers {
 
     fn finish(self) -> Result<Vec<TableSummary>, ExportError> {
         let out_dir = self.out_dir;
-        self.writers
+        let tables = self
+            .writers
             .into_iter()
             .map(|w| {
                 let table = w.table();
@@ -308,7 +320,9 @@ impl Writers {
                     rows,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, ExportError>>()?;
+        self.dir.commit()?;
+        Ok(tables)
     }
 }
 
@@ -340,7 +354,8 @@ pub fn export_parquet(
     opts: &ExportOptions,
 ) -> Result<ExportSummary, ExportError> {
     let (mut groups, units) = expand(paths);
-    let mut writers = Writers::create(out_dir)?;
+    let inputs = Inputs::of(units.iter().map(|u| &u.found.file));
+    let mut writers = Writers::create(out_dir, &inputs)?;
     let mut files_read = 0u64;
     // A core's worth of files at a time: loaded side by side, then analysed while their
     // summaries, events and stacks are written in order (each row group's columns encoded

@@ -11,8 +11,7 @@
 //! peak stays exact) and the slices one of slices.
 
 use std::borrow::Cow;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -593,6 +592,8 @@ pub fn export_perfetto(
     opts: &PerfettoOptions,
 ) -> Result<PerfettoSummary, ExportError> {
     let (groups, units) = expand(paths);
+    let inputs = crate::files::Inputs::of(units.iter().map(|u| &u.found.file));
+    inputs.check_output(out)?;
     let mut failed: Vec<Failed> = groups
         .iter()
         .filter_map(|g| {
@@ -664,20 +665,16 @@ pub fn export_perfetto(
         path: out.to_path_buf(),
         source,
     };
-    let file = File::create(out).map_err(io)?;
-    let buf = BufWriter::with_capacity(1 << 20, file);
-    let trace_bytes = if opts.gzip {
+    let buf = inputs.create(out)?;
+    let (trace_bytes, file_bytes) = if opts.gzip {
         let mut gz = flate2::write::GzEncoder::new(buf, flate2::Compression::new(6));
         let n = perfetto::write(&timeline, &mut gz).map_err(io)?;
-        gz.finish().and_then(|mut b| b.flush()).map_err(io)?;
-        n
+        (n, gz.finish().map_err(io)?.commit()?)
     } else {
         let mut buf = buf;
         let n = perfetto::write(&timeline, &mut buf).map_err(io)?;
-        buf.flush().map_err(io)?;
-        n
+        (n, buf.commit()?)
     };
-    let file_bytes = std::fs::metadata(out).map_err(io)?.len();
     let mut counter_points = 0u64;
     let mut slices = 0u64;
     let mut instants = 0u64;
