@@ -4,8 +4,6 @@
 //! their window, averaged over the windows (a "what leaks" profile), and in how many
 //! windows the stack grew. Each device's samples carry a `device` label.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use serde::Serialize;
@@ -107,19 +105,17 @@ pub fn export_pprof(
         max_decompressed_bytes: opts.export.max_decompressed_bytes,
         ..LoadOptions::default()
     };
+    let inputs = crate::files::Inputs::of([file]);
+    inputs.check_output(out)?;
     let s = Session::open(file, lo)?;
     let (profile, devices, left_out) = s.profile_parts(opts)?;
     let io = |source| ExportError::Io {
         path: out.to_path_buf(),
         source,
     };
-    let f = File::create(out).map_err(io)?;
-    let mut gz = flate2::write::GzEncoder::new(
-        BufWriter::with_capacity(1 << 20, f),
-        flate2::Compression::new(6),
-    );
+    let mut gz = flate2::write::GzEncoder::new(inputs.create(out)?, flate2::Compression::new(6));
     pprof::write(&profile, &mut gz).map_err(io)?;
-    gz.finish().and_then(|mut b| b.flush()).map_err(io)?;
+    gz.finish().map_err(io)?.commit()?;
     Ok(PprofSummary {
         schema: SCHEMA,
         out: out.display().to_string(),
@@ -189,7 +185,7 @@ fn live_profile(s: &Session, opts: &ExportOptions, at: At) -> Result<Built, Sess
                 continue;
             }
             let e = by_stack.entry(l.stack).or_default();
-            e.0 += l.bytes;
+            e.0 = e.0.saturating_add(l.bytes);
             e.1 += 1;
         }
         let mut stacks: Vec<_> = by_stack.into_iter().collect();
@@ -197,7 +193,7 @@ fn live_profile(s: &Session, opts: &ExportOptions, at: At) -> Result<Built, Sess
         for (st, (bytes, count)) in stacks {
             samples.push(Sample {
                 frames: frames.stack(snap, st),
-                values: vec![bytes as i64, count as i64],
+                values: vec![bytes.min(i64::MAX as u64) as i64, count as i64],
                 labels: device_label(r.device()),
             });
         }
@@ -245,7 +241,8 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
         devices.push(replay.device);
         for sv in survivors_by_stack(replay, windows, attr) {
             // Mean over the windows, rounded to the nearest byte.
-            let per_window = (sv.bytes + n / 2) / n;
+            let per_window = ((u128::from(sv.bytes) + u128::from(n / 2)) / u128::from(n))
+                .min(i64::MAX as u128) as u64;
             samples.push(Sample {
                 frames: frames.stack(snap, sv.stack),
                 values: vec![per_window as i64, sv.windows as i64],
