@@ -95,6 +95,20 @@ pub enum LoadErrorKind {
         /// Decoder message.
         message: String,
     },
+    /// The path names a directory.
+    #[error("is a directory: use `ranks` or `export` for a run directory")]
+    Directory,
+    /// The path names something other than a regular file (a FIFO, a socket, a device,
+    /// a terminal), which is never opened: reading a FIFO could wait forever.
+    #[error(
+        "not a regular file ({0}); leakscope reads snapshot files: save the data to a file first"
+    )]
+    NotRegular(&'static str),
+    /// The file was cut short or rewritten while it was read.
+    #[error(
+        "the file changed while it was read (truncated or rewritten by another process, such as a job dumping the same path again); read it once it is written whole"
+    )]
+    Changed,
 }
 
 /// A load error, with the file it concerns.

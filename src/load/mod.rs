@@ -8,6 +8,7 @@ mod bodies;
 mod build;
 pub mod cache;
 mod fields;
+mod guard;
 mod handle;
 mod inflate;
 mod json;
@@ -109,29 +110,101 @@ pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError> 
     load_path_inner(path, opts).map_err(|e| LoadError::from(e).with_path(path))
 }
 
+/// What kind of thing a path that is no regular file names, from its metadata (looked
+/// at before opening: opening a FIFO waits for a writer).
+fn not_regular(meta: &std::fs::Metadata) -> Option<LoadErrorKind> {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return Some(LoadErrorKind::Directory);
+    }
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if t.is_fifo() {
+            "a FIFO or pipe"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() {
+            "a character device or terminal"
+        } else if t.is_block_device() {
+            "a block device"
+        } else {
+            "not a file"
+        };
+        Some(LoadErrorKind::NotRegular(what))
+    }
+    #[cfg(not(unix))]
+    Some(LoadErrorKind::NotRegular("not a file"))
+}
+
+/// Whether the file's size or modification time differ from `before`'s.
+fn changed_since(file: &File, before: &std::fs::Metadata) -> bool {
+    match file.metadata() {
+        Ok(now) => now.len() != before.len() || now.modified().ok() != before.modified().ok(),
+        Err(_) => true,
+    }
+}
+
 fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadErrorKind> {
+    if let Some(e) = std::fs::metadata(path).ok().as_ref().and_then(not_regular) {
+        return Err(e);
+    }
     let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    if len == 0 {
+    let before = file.metadata()?;
+    if let Some(e) = not_regular(&before) {
+        return Err(e); // replaced between the look and the open
+    }
+    if before.len() == 0 {
+        use std::io::Read;
+        let mut probe = [0u8; 1];
+        if (&file).read(&mut probe).unwrap_or(0) > 0 {
+            return Err(LoadErrorKind::NotRegular(
+                "a file that reports a size of 0 yet has content, as procfs files do",
+            ));
+        }
         return Err(LoadErrorKind::UnknownFormat("the file is empty".into()));
     }
-    // SAFETY: the map is read-only and private. If another process truncates the file
-    // while we read it, access may fault; that is the accepted risk of mmap for every
-    // tool reading large files, and snapshots are written once.
+    // SAFETY: the map is read-only and private. Another process may truncate the file
+    // while we read it: the watch below turns the fault that follows into zeros and a
+    // note, and the load into an error.
     let map = unsafe { memmap2::MmapOptions::new().map(&file)? };
+    let Some(watch) = guard::Watch::new(&map) else {
+        // No guard here (another platform, or many loads at once): read the file.
+        drop(map);
+        let data = std::fs::read(path)?;
+        let snap = load_bytes_with(&data, opts, &mut |_, _| {})?;
+        return if changed_since(&file, &before) {
+            Err(LoadErrorKind::Changed)
+        } else {
+            Ok(snap)
+        };
+    };
+    let result = load_mapped(&map, opts);
+    let changed = watch.faulted() || changed_since(&file, &before);
+    drop(watch);
+    if changed {
+        return Err(LoadErrorKind::Changed);
+    }
+    result
+}
+
+fn load_mapped(map: &memmap2::Mmap, opts: LoadOptions) -> Result<Snapshot, LoadErrorKind> {
     #[cfg(unix)]
     let _ = map.advise(memmap2::Advice::Sequential);
-    if matches!(sniff(&map), Some(Container::Gzip | Container::Zstd)) {
+    if matches!(sniff(map), Some(Container::Gzip | Container::Zstd)) {
         // The compressed input is small next to what it holds: no pager for it.
-        return load_bytes_with(&map, opts, &mut |_, _| {});
+        return load_bytes_with(map, opts, &mut |_, _| {});
     }
     let released = Released::default();
     if !opts.threads {
         // One core only: give back pages already parsed from the parsing thread itself.
         let mut release = |done: usize, _: &[prefault::Region]| {
-            released.advance(&map, behind(done), 0);
+            released.advance(map, behind(done), 0);
         };
-        return load_bytes_with(&map, opts, &mut release);
+        return load_bytes_with(map, opts, &mut release);
     }
     let parsed = std::sync::atomic::AtomicUsize::new(0);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -142,15 +215,15 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
         let _ = std::thread::Builder::new()
             .name("leakscope-pager".into())
             .spawn_scoped(scope, || {
-                pager(&map, &parsed, &finished, &frontiers, &released)
+                pager(map, &parsed, &finished, &frontiers, &released)
             });
-        let result = load_bytes_with(&map, opts, &mut |done, regions| {
+        let result = load_bytes_with(map, opts, &mut |done, regions| {
             frontiers.publish(regions);
             parsed.store(done, std::sync::atomic::Ordering::Relaxed);
             // A pager that gets no CPU for a while (a busy machine, or its core shared
             // with the stack and scan workers) would leave the pages the parser maps
             // itself resident: past a lag of PARSER_SLACK the parser gives them back.
-            released.advance(&map, behind(done), PARSER_SLACK);
+            released.advance(map, behind(done), PARSER_SLACK);
         });
         finished.store(true, std::sync::atomic::Ordering::Relaxed);
         result
