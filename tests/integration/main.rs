@@ -16,6 +16,7 @@ mod leaks;
 mod memory;
 mod names;
 mod oom;
+mod outputs;
 mod parquet;
 mod ranks;
 mod replay;
