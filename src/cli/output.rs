@@ -55,7 +55,11 @@ pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session
     let session = session?;
     if !quiet {
         for w in &session.snapshot().warnings {
-            eprintln!("leakscope: warning: {}: {w}", path.display());
+            eprintln!(
+                "leakscope: warning: {}: {}",
+                crate::render::terminal_text(&path.display().to_string()),
+                crate::render::terminal_text(w)
+            );
         }
     }
     Ok(session)

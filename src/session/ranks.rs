@@ -118,7 +118,10 @@ pub(crate) fn device_row(f: &Found, r: &DeviceRun, found: &DeviceLeaks) -> RankR
     out.windows = found.windows.count;
     out.verdicts = found.windows.verdicts;
     out.disagrees = crate::replay::Consistency::of(&r.view, &r.replay).disagrees();
-    out.growth_bytes_per_window = found.suspects.iter().map(|s| s.bytes_per_window).sum();
+    out.growth_bytes_per_window = found
+        .suspects
+        .iter()
+        .fold(0u64, |a, s| a.saturating_add(s.bytes_per_window));
     if let Some(top) = found.suspects.first() {
         out.top_suspect = Some(top.site.clone());
         out.top_suspect_bytes_per_window = top.bytes_per_window;
