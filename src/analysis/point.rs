@@ -14,6 +14,10 @@ use crate::replay::Replay;
 /// use leakscope::analysis::At;
 /// assert_eq!("event:12".parse::<At>(), Ok(At::Event(12)));
 /// assert!("event:x".parse::<At>().is_err());
+/// assert!(matches!(
+///     "event:4294967296".parse::<At>(),
+///     Err(leakscope::analysis::AtError::EventOutOfRange(_))
+/// ));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum At {
@@ -39,6 +43,9 @@ pub enum AtError {
     /// `event:` without an event index.
     #[error("`{0}`: event:N needs an event index (0 or more)")]
     Event(String),
+    /// `event:N` with N past the largest event index any trace can have (2^32 - 1).
+    #[error("`{0}`: the event index is out of range (traces hold at most 2^32 events)")]
+    EventOutOfRange(String),
     /// `time:` without microseconds.
     #[error("`{0}`: time:US needs microseconds (an integer)")]
     Time(String),
@@ -54,7 +61,14 @@ impl FromStr for At {
             "oom" => At::Oom,
             _ => {
                 if let Some(n) = s.strip_prefix("event:") {
-                    At::Event(n.parse().map_err(|_| AtError::Event(s.to_string()))?)
+                    At::Event(n.parse().map_err(|_| {
+                        // All digits but too large for an index: say so, not "needs an index".
+                        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+                            AtError::EventOutOfRange(s.to_string())
+                        } else {
+                            AtError::Event(s.to_string())
+                        }
+                    })?)
                 } else if let Some(t) = s.strip_prefix("time:") {
                     At::Time(t.parse().map_err(|_| AtError::Time(s.to_string()))?)
                 } else {
