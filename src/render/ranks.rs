@@ -3,7 +3,38 @@
 use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, terminal_text};
-use crate::session::RanksReport;
+use crate::session::{RanksReport, Special};
+
+/// Special files shown by name in the warning; the rest are counted.
+const SPECIAL_NAMED: usize = 5;
+
+/// The warning line for the FIFOs, sockets and devices a walk skipped (none: `None`).
+pub fn special_warning(special: &[Special]) -> Option<String> {
+    if special.is_empty() {
+        return None;
+    }
+    let n = special.len();
+    let mut names: Vec<String> = special
+        .iter()
+        .take(SPECIAL_NAMED)
+        .map(|s| {
+            format!(
+                "{} ({})",
+                terminal_text(&s.file.display().to_string()),
+                s.kind
+            )
+        })
+        .collect();
+    if n > SPECIAL_NAMED {
+        names.push(format!("and {} more", count((n - SPECIAL_NAMED) as u64)));
+    }
+    Some(format!(
+        "warning: {} special {} skipped, never opened (not regular files): {}",
+        count(n as u64),
+        if n == 1 { "file" } else { "files" },
+        names.join(", ")
+    ))
+}
 
 /// One line per rank and step, outliers marked; then the trend per rank.
 pub fn text(r: &RanksReport, style: Style) -> String {
@@ -19,6 +50,9 @@ pub fn text(r: &RanksReport, style: Style) -> String {
             String::new()
         }
     );
+    if let Some(w) = special_warning(&r.special_files) {
+        let _ = writeln!(o, "{w}");
+    }
     o.push('\n');
     let mut t = Table::new(&[
         ("step", Align::Left),

@@ -1,7 +1,9 @@
 //! Finding a run's snapshots in a directory, in the layouts found in the wild: verl's
 //! `<save_path>/step{N}/{tag}_rank{R}_pid{P}.pickle`, `steps{A}-{B}/`, timestamp folders
 //! and `oom_<time>/` folders; torch_npu's `oom_snapshot_<pid>_<time>.pickle`; plain
-//! `rank{R}*.pickle`. Other files (memray's `.bin`, logs) are skipped and counted.
+//! `rank{R}*.pickle`. Other files (memray's `.bin`, logs) are skipped and counted; FIFOs,
+//! sockets and devices are skipped and listed, never opened. Each directory is walked
+//! once (by device and inode), however many symlinks lead to it.
 
 use std::path::{Path, PathBuf};
 
@@ -38,21 +40,129 @@ fn is_snapshot_name(name: &str) -> bool {
         .any(|e| lower.ends_with(e))
 }
 
-/// Finds the snapshot files below `dir`; returns them and how many other files were skipped.
+/// Something found while walking that is neither a directory nor a regular file (a FIFO,
+/// a socket, a device): skipped, never opened (opening a FIFO waits for a writer).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Special {
+    /// Path.
+    pub file: PathBuf,
+    /// What it is: `fifo`, `socket`, `block device`, `character device` or `other`.
+    pub kind: String,
+}
+
+/// What a walk of a run directory found.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The snapshot files, by step, then rank, then path.
+    pub found: Vec<Found>,
+    /// Regular files skipped as not snapshots (by their names).
+    pub skipped: u64,
+    /// FIFOs, sockets and devices: skipped, never opened.
+    pub special: Vec<Special>,
+}
+
+/// What a directory entry is, its symlink followed (`None`: its target cannot be
+/// looked at, a dangling link: treated as a file, whose load then says why).
+fn kind_of(e: &std::fs::DirEntry, p: &Path) -> Option<std::fs::FileType> {
+    let t = e.file_type().ok()?;
+    if t.is_symlink() {
+        std::fs::metadata(p).ok().map(|m| m.file_type())
+    } else {
+        Some(t)
+    }
+}
+
+/// The name of a special file's kind; `None` for a directory or a regular file.
+fn special_kind(t: &std::fs::FileType) -> Option<&'static str> {
+    if t.is_dir() || t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        Some(if t.is_fifo() {
+            "fifo"
+        } else if t.is_socket() {
+            "socket"
+        } else if t.is_block_device() {
+            "block device"
+        } else if t.is_char_device() {
+            "character device"
+        } else {
+            "other"
+        })
+    }
+    #[cfg(not(unix))]
+    Some("other")
+}
+
+/// A directory's identity: device and inode, so a directory reached twice (through a
+/// symlink, or a symlink loop such as `loop -> ..`) is walked once.
+#[cfg(unix)]
+fn identity(d: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(d).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(d: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(d).ok()
+}
+
+/// Finds the snapshot files below `dir`; returns them and how many other files were
+/// skipped (special files included). See [`walk`].
 pub fn discover(dir: &Path) -> std::io::Result<(Vec<Found>, u64)> {
+    let l = walk(dir)?;
+    Ok((l.found, l.skipped + l.special.len() as u64))
+}
+
+/// Walks `dir` for snapshot files. Every directory is walked once, known by its device
+/// and inode: the real directories first, then the symlinked ones not reached already
+/// (so `latest -> step12` or `loop -> ..` add nothing). FIFOs, sockets and devices are
+/// listed in [`Listing::special`] and never opened, whatever their names.
+pub fn walk(dir: &Path) -> std::io::Result<Listing> {
     let rank_re = Regex::new(r"rank[_-]?(\d+)").expect("valid regex");
     let step_re = Regex::new(r"^steps?[_-]?(\d+)(?:-(\d+))?$").expect("valid regex");
     let mut found = Vec::new();
     let mut skipped = 0u64;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
+    let mut special = Vec::new();
+    let mut visited = std::collections::HashSet::new();
+    // Breadth first, so the links of the top folders are met first.
+    let mut real = std::collections::VecDeque::from([dir.to_path_buf()]);
+    // Directories reached through a symlink: walked once the real ones are, if new, in
+    // the order met, so the shallowest link to a directory is the one its files are
+    // named through.
+    let mut linked = std::collections::VecDeque::new();
+    while let Some(d) = real.pop_front().or_else(|| linked.pop_front()) {
+        // The first directory is read whatever its identity; the others, where one
+        // cannot be had, are skipped rather than risk a loop.
+        match identity(&d) {
+            Some(id) if !visited.insert(id) => continue,
+            Some(_) => {}
+            None if d != dir => continue,
+            None => {}
+        }
         let mut entries: Vec<_> = std::fs::read_dir(&d)?.filter_map(Result::ok).collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
+            let kind = kind_of(&e, &p);
+            if let Some(t) = &kind {
+                if t.is_dir() {
+                    if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                        linked.push_back(p);
+                    } else {
+                        real.push_back(p);
+                    }
+                    continue;
+                }
+                if let Some(k) = special_kind(t) {
+                    special.push(Special {
+                        file: p,
+                        kind: k.to_string(),
+                    });
+                    continue;
+                }
             }
             let name = e.file_name().to_string_lossy().to_string();
             if !is_snapshot_name(&name) {
@@ -97,5 +207,10 @@ pub fn discover(dir: &Path) -> std::io::Result<(Vec<Found>, u64)> {
     found.sort_by(|a, b| {
         (a.step_order, &a.step, a.rank, &a.file).cmp(&(b.step_order, &b.step, b.rank, &b.file))
     });
-    Ok((found, skipped))
+    special.sort_by(|a, b| a.file.cmp(&b.file));
+    Ok(Listing {
+        found,
+        skipped,
+        special,
+    })
 }

@@ -43,7 +43,7 @@ use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareReport, CompareSide, Unpaired, compare};
-pub use discover::{Found, discover};
+pub use discover::{Found, Listing, Special, discover, walk};
 pub use error::SessionError;
 pub use export::{
     ExportError, ExportOptions, ExportSummary, Failed, PerfettoOptions, PerfettoSummary,

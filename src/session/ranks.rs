@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::Session;
-use super::discover::{Found, discover};
+use super::discover::{Found, Special, walk};
 use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
@@ -30,6 +30,8 @@ pub struct RanksReport {
     pub trends: Vec<Trend>,
     /// Files skipped as not snapshots (memray `.bin`, logs).
     pub skipped_files: u64,
+    /// FIFOs, sockets and devices in the directory: skipped, never opened.
+    pub special_files: Vec<Special>,
 }
 
 /// A row of `f` with nothing found yet (no device, zeros).
@@ -131,7 +133,8 @@ pub(crate) fn device_row(f: &Found, r: &DeviceRun, found: &DeviceLeaks) -> RankR
 
 /// A run's report from its files' rows, wherever they were computed: files that are not
 /// snapshots leave, outliers are flagged, trends drawn. `skipped`: files the listing
-/// already left out.
+/// already left out. `special_files` starts empty (the caller that walked the directory
+/// fills it).
 pub fn merge_ranks(
     dir: &Path,
     mut rows: Vec<RankRow>,
@@ -157,6 +160,7 @@ pub fn merge_ranks(
         trends: trends(&rows),
         ranks: rows,
         skipped_files: skipped,
+        special_files: Vec::new(),
     })
 }
 
@@ -167,14 +171,17 @@ pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
             dir: dir.to_path_buf(),
         });
     }
-    let (found, skipped) = discover(dir).map_err(|source| SessionError::Dir {
+    let listing = walk(dir).map_err(|source| SessionError::Dir {
         dir: dir.to_path_buf(),
         source,
     })?;
     // Files are loaded side by side, one per core: no helper threads per load.
-    let rows: Vec<RankRow> = found
+    let rows: Vec<RankRow> = listing
+        .found
         .par_iter()
         .flat_map(|f| analyse_file(f, opts, false).rows)
         .collect();
-    merge_ranks(dir, rows, skipped)
+    let mut report = merge_ranks(dir, rows, listing.skipped)?;
+    report.special_files = listing.special;
+    Ok(report)
 }

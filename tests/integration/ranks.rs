@@ -110,3 +110,214 @@ fn mixed_directory_is_read() {
     assert_eq!(v["skipped_files"], 2, "the memray file and config.json");
     assert!(rows.iter().all(|r| r["error"].is_null()), "{rows:?}");
 }
+
+/// Runs the binary with `args`, killed if it takes longer than `limit`: its exit code,
+/// stdout and stderr, or `None` when it had to be killed (a hang fails the test, not the
+/// suite).
+fn run_within(args: &[&str], limit: std::time::Duration) -> Option<(i32, String, String)> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // Drained on threads, so a full pipe never stalls the child.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some((
+                status.code().unwrap_or(-1),
+                out.join().unwrap(),
+                err.join().unwrap(),
+            ));
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The devices a shipped scenario records, from its ground truth (a `devices` list, or
+/// one `device`): the rows `ranks` gives it.
+fn scenario_devices(name: &str) -> usize {
+    let truth = read_json(&fixture(&format!("scenarios/{name}.truth.json")));
+    truth["devices"].as_array().map_or(1, Vec::len)
+}
+
+/// The scenarios a run directory is built from, with where each goes.
+const PLACED: [(&str, &str); 2] = [
+    ("plain_one_step", "step1/torch_memory_rank0_pid1.pickle"),
+    ("fragmentation_oom", "step1/torch_memory_rank1_pid2.pickle"),
+];
+
+/// A run directory holding [`PLACED`]; the rows they make.
+fn run_dir(d: &std::path::Path) -> usize {
+    for (name, rel) in PLACED {
+        let p = d.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::copy(fixture(&format!("scenarios/{name}.pickle")), p).unwrap();
+    }
+    PLACED.iter().map(|(n, _)| scenario_devices(n)).sum()
+}
+
+#[cfg(unix)]
+fn mkfifo(p: &std::path::Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo on a path in our temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A `loop -> ..` symlink, a `latest -> step1` one and a link to a folder outside the run:
+/// each directory is walked once (by device and inode), so every file counts once, and a
+/// folder reached only through a link is read.
+#[cfg(unix)]
+#[test]
+fn symlinked_directories_are_walked_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("run");
+    let mut rows = run_dir(&d);
+    std::os::unix::fs::symlink("..", d.join("step1/loop")).unwrap();
+    std::os::unix::fs::symlink("step1", d.join("latest")).unwrap();
+    let v = ranks_json(&d);
+    assert_eq!(v["ranks"].as_array().unwrap().len(), rows, "{v}");
+    // A folder outside the run, reached only through a link (and a second link to it).
+    let outside = tmp.path().join("elsewhere/step2");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::copy(
+        fixture("scenarios/plain_one_step.pickle"),
+        outside.join("torch_memory_rank0_pid3.pickle"),
+    )
+    .unwrap();
+    rows += scenario_devices("plain_one_step");
+    std::os::unix::fs::symlink(&outside, d.join("step2")).unwrap();
+    std::os::unix::fs::symlink(&outside, d.join("step1/again")).unwrap();
+    let v = ranks_json(&d);
+    let got = v["ranks"].as_array().unwrap();
+    assert_eq!(got.len(), rows, "{v}");
+    let files: std::collections::HashSet<&str> =
+        got.iter().map(|r| r["file"].as_str().unwrap()).collect();
+    assert_eq!(files.len(), PLACED.len() + 1, "{v}");
+    // The shallower link names the outside folder.
+    assert!(
+        got.iter()
+            .any(|r| r["step"] == "2" && r["file"].as_str().unwrap().contains("run/step2/")),
+        "{v}"
+    );
+    assert_eq!(v["skipped_files"], 0);
+    assert_eq!(v["special_files"], serde_json::json!([]));
+
+    // `export --parquet` walks the same way: one `ranks` row per file and device.
+    let out = tmp.path().join("tables");
+    let e = leakscope_json(&[
+        "export",
+        d.to_str().unwrap(),
+        "--parquet",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(e["files_read"], PLACED.len() + 1, "{e}");
+    let ranks = e["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "ranks")
+        .unwrap();
+    assert_eq!(ranks["rows"], rows, "{e}");
+}
+
+/// FIFOs in a run directory, one named like a snapshot, and a socket: never opened (a
+/// FIFO would wait for a writer), listed with their kind, and named in a warning line.
+#[cfg(unix)]
+#[test]
+fn fifos_and_sockets_in_a_run_are_skipped_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("run");
+    let rows = run_dir(&d);
+    let fifos = [
+        d.join("step1/torch_memory_rank2_pid3.pickle"),
+        d.join("pipe"),
+    ];
+    for f in &fifos {
+        mkfifo(f);
+    }
+    let sock = d.join("step1/s.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let limit = std::time::Duration::from_secs(2);
+    let dir = d.to_str().unwrap();
+
+    let (code, out, err) = run_within(&["ranks", dir, "--json"], limit)
+        .expect("ranks finishes within 2 s with FIFOs in the directory");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ranks"].as_array().unwrap().len(), rows, "{v}");
+    assert_eq!(v["skipped_files"], 0, "{v}");
+    let special = v["special_files"].as_array().unwrap();
+    assert_eq!(special.len(), fifos.len() + 1, "{v}");
+    for f in &fifos {
+        assert!(
+            special
+                .iter()
+                .any(|s| s["file"] == f.to_str().unwrap() && s["kind"] == "fifo"),
+            "{}: {v}",
+            f.display()
+        );
+    }
+    assert!(
+        special
+            .iter()
+            .any(|s| s["file"] == sock.to_str().unwrap() && s["kind"] == "socket"),
+        "{v}"
+    );
+
+    let (code, out, err) = run_within(&["ranks", dir], limit).expect("ranks finishes within 2 s");
+    assert_eq!(code, 0, "{err}");
+    let warning = format!(
+        "warning: {} special files skipped, never opened",
+        fifos.len() + 1
+    );
+    assert!(out.contains(&warning), "{out}");
+
+    // `export --parquet` lists the same directory the same way.
+    let tables = tmp.path().join("tables");
+    let (code, out, err) = run_within(
+        &[
+            "export",
+            dir,
+            "--parquet",
+            tables.to_str().unwrap(),
+            "--json",
+        ],
+        std::time::Duration::from_secs(20),
+    )
+    .expect("export finishes with FIFOs in the directory");
+    assert_eq!(code, 0, "{err}");
+    let e: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(e["files_read"], PLACED.len(), "{e}");
+    assert_eq!(
+        e["special_files"].as_array().unwrap().len(),
+        fifos.len() + 1
+    );
+    let (code, out, err) = run_within(
+        &["export", dir, "--parquet", tables.to_str().unwrap()],
+        std::time::Duration::from_secs(20),
+    )
+    .expect("export finishes with FIFOs in the directory");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&warning), "{out}");
+}

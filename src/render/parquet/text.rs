@@ -25,6 +25,9 @@ pub fn text(s: &ExportSummary, style: Style) -> String {
             String::new()
         }
     );
+    if let Some(w) = crate::render::ranks::special_warning(&s.special_files) {
+        let _ = writeln!(o, "{w}");
+    }
     o.push('\n');
     let mut t = Table::new(&[
         ("table", Align::Left),

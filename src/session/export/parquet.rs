@@ -24,7 +24,7 @@ use crate::analysis::top::{self, DeviceTop};
 use crate::files::{Inputs, OutputError, WholeDir};
 use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
 use crate::session::Session;
-use crate::session::discover::{Found, discover};
+use crate::session::discover::{Found, Special, walk};
 use crate::session::error::SessionError;
 use crate::session::options::Options;
 use crate::session::ranks::{device_row, merge_ranks, row};
@@ -67,6 +67,8 @@ pub struct ExportSummary {
     pub failed: Vec<Failed>,
     /// Files of run directories skipped as not snapshots.
     pub skipped_files: u64,
+    /// FIFOs, sockets and devices in the run directories: skipped, never opened.
+    pub special_files: Vec<Special>,
     /// The tables, in their documented order.
     pub tables: Vec<TableSummary>,
 }
@@ -78,6 +80,8 @@ pub(super) struct Group {
     pub(super) dir: Option<PathBuf>,
     /// Files of run directories skipped as not snapshots.
     skipped: u64,
+    /// FIFOs, sockets and devices of the directory: skipped, never opened.
+    special: Vec<Special>,
     /// The rows (filled as files are analysed).
     rows: Vec<RankRow>,
     /// Why the directory could not be listed.
@@ -112,6 +116,7 @@ pub(super) fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
     let mut groups = vec![Group {
         dir: None,
         skipped: 0,
+        special: Vec::new(),
         rows: Vec::new(),
         error: None,
     }];
@@ -128,12 +133,15 @@ pub(super) fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
         let mut group = Group {
             dir: Some(p.clone()),
             skipped: 0,
+            special: Vec::new(),
             rows: Vec::new(),
             error: None,
         };
-        match discover(p) {
-            Ok((found, skipped)) => {
-                group.skipped = skipped;
+        match walk(p) {
+            Ok(listing) => {
+                group.skipped = listing.skipped;
+                group.special = listing.special;
+                let found = listing.found;
                 units.extend(found.into_iter().map(|found| Unit { found, group: g }));
             }
             Err(source) => {
@@ -407,7 +415,9 @@ pub fn export_parquet(
     }
     let mut failed = Vec::new();
     let mut skipped_files = 0;
-    for g in groups {
+    let mut special_files = Vec::new();
+    for mut g in groups {
+        special_files.append(&mut g.special);
         let steps = g.dir.is_some();
         let rows = match g.dir {
             None => {
@@ -467,6 +477,7 @@ pub fn export_parquet(
         files_read,
         failed,
         skipped_files,
+        special_files,
         tables,
     })
 }
