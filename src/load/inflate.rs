@@ -37,7 +37,7 @@ impl Codec {
     /// in a row are one stream, as `gzip -d` and `zstd -d` read them.
     fn decoder<'d>(self, data: &'d [u8]) -> Result<Box<dyn Read + Send + 'd>, LoadErrorKind> {
         Ok(match self {
-            Codec::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(data)),
+            Codec::Gzip => Box::new(GzMembers::new(data)),
             Codec::Zstd => {
                 Box::new(zstd::stream::read::Decoder::with_buffer(data).map_err(|e| {
                     LoadErrorKind::Decompress {
@@ -58,6 +58,81 @@ impl Codec {
         }
     }
 }
+
+/// A gzip stream of one or more members, as `gzip -d` reads it, except that bytes after
+/// the last member which do not start another one are an error naming their offset
+/// (`gzip -d` ignores them with a warning; flate2's `MultiGzDecoder` tries them as a
+/// member and, when there are fewer than a header's ten bytes, calls the file truncated).
+struct GzMembers<'d> {
+    data: &'d [u8],
+    /// The member being decoded (`None`: between members).
+    member: Option<flate2::bufread::GzDecoder<&'d [u8]>>,
+    /// Where the next member starts, once the current one has ended.
+    next: usize,
+}
+
+impl<'d> GzMembers<'d> {
+    fn new(data: &'d [u8]) -> Self {
+        GzMembers {
+            data,
+            member: None,
+            next: 0,
+        }
+    }
+}
+
+impl Read for GzMembers<'_> {
+    fn read(&mut self, into: &mut [u8]) -> std::io::Result<usize> {
+        if into.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if let Some(m) = &mut self.member {
+                match m.read(into)? {
+                    0 => {
+                        // The member ended: the reader stands right after its trailer.
+                        self.next = self.data.len() - m.get_ref().len();
+                        self.member = None;
+                    }
+                    n => return Ok(n),
+                }
+            }
+            let rest = &self.data[self.next..];
+            if rest.is_empty() {
+                return Ok(0);
+            }
+            if self.next > 0 && !rest.starts_with(&[0x1f, 0x8b]) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    TrailingData {
+                        offset: self.next as u64,
+                        len: rest.len() as u64,
+                    },
+                ));
+            }
+            self.member = Some(flate2::bufread::GzDecoder::new(rest));
+        }
+    }
+}
+
+/// Bytes after the end of a compressed stream that start no other member.
+#[derive(Debug)]
+struct TrailingData {
+    offset: u64,
+    len: u64,
+}
+
+impl std::fmt::Display for TrailingData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "there is data after the end of the compressed stream: {} bytes from compressed byte {} are not another gzip member (trailing garbage; the stream before it is whole)",
+            self.len, self.offset
+        )
+    }
+}
+
+impl std::error::Error for TrailingData {}
 
 /// Where the decoder stands, as the parser sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -234,3 +234,42 @@ fn truncated_and_corrupt_streams_are_refused() {
         assert!(err.contains(says), "{name}: {err}");
     }
 }
+
+/// Bytes after the last gzip member that start no other member: exit 2, saying that there
+/// is data after the end of the compressed stream and where it starts (not "truncated").
+#[test]
+fn gzip_with_trailing_garbage_names_where_the_stream_ended() {
+    let raw = std::fs::read(fixture("scenarios/pp_last_stage_recv_pinned.pickle")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let one = gzip(&raw);
+    let half = raw.len() / 2;
+    let two = [gzip(&raw[..half]), gzip(&raw[half..])].concat();
+    for (name, stream, tail) in [
+        ("short.gz", &one, b"garbage".to_vec()),
+        (
+            "long.gz",
+            &one,
+            b"garbage that is longer than a gzip header".to_vec(),
+        ),
+        ("zeros.gz", &one, vec![0u8; 512]),
+        ("members.gz", &two, b"garbage".to_vec()),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, [stream.as_slice(), &tail].concat()).unwrap();
+        let (code, _, err) = run_cli(&["summary", p.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(
+            err.contains("data after the end of the compressed stream"),
+            "{name}: {err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "{} bytes from compressed byte {}",
+                tail.len(),
+                stream.len()
+            )),
+            "{name}: {err}"
+        );
+        assert!(!err.contains("truncated"), "{name}: {err}");
+    }
+}
