@@ -49,14 +49,36 @@ impl Codec {
         })
     }
 
-    /// The decompressed size the input declares, when it declares one (a zstd frame
-    /// header's content size; gzip's trailer holds it modulo 2^32 only, at the end).
+    /// The decompressed size the input declares, when it declares one (the first zstd
+    /// frame's content size, past any skippable frames; gzip's trailer holds it modulo
+    /// 2^32 only, at the end).
     pub(crate) fn declared_size(self, data: &[u8]) -> Option<u64> {
         match self {
-            Codec::Zstd => zstd::zstd_safe::get_frame_content_size(data).ok().flatten(),
+            Codec::Zstd => zstd::zstd_safe::get_frame_content_size(past_skippable(data))
+                .ok()
+                .flatten(),
             Codec::Gzip => None,
         }
     }
+}
+
+/// Whether `data` starts with a zstd skippable frame's magic (0x184D2A50 to 0x184D2A5F,
+/// little-endian): metadata a zstd decoder passes over, which may precede the frames.
+pub(crate) fn is_skippable_frame(data: &[u8]) -> bool {
+    data.len() >= 4 && data[0] & 0xf0 == 0x50 && data[1..4] == [0x2a, 0x4d, 0x18]
+}
+
+/// `data` past the skippable frames it starts with (each: magic, a 4-byte little-endian
+/// size, that many bytes); where one runs past the end, what is left of it.
+fn past_skippable(mut data: &[u8]) -> &[u8] {
+    while is_skippable_frame(data) && data.len() >= 8 {
+        let size = u32::from_le_bytes([data[4], data[5], data[6], data[7]]) as usize;
+        match data.get(8usize.saturating_add(size)..) {
+            Some(rest) => data = rest,
+            None => break,
+        }
+    }
+    data
 }
 
 /// A gzip stream of one or more members, as `gzip -d` reads it, except that bytes after

@@ -77,7 +77,8 @@ pub fn sniff(data: &[u8]) -> Option<Container> {
     if data.starts_with(&[0x1f, 0x8b]) {
         return Some(Container::Gzip);
     }
-    if data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    // A zstd frame, or a skippable frame (metadata) before one.
+    if data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) || inflate::is_skippable_frame(data) {
         return Some(Container::Zstd);
     }
     if data.starts_with(cache::MAGIC) {

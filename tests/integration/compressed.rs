@@ -273,3 +273,75 @@ fn gzip_with_trailing_garbage_names_where_the_stream_ended() {
         assert!(!err.contains("truncated"), "{name}: {err}");
     }
 }
+
+/// A zstd skippable frame: magic 0x184D2A50 + `nibble`, little-endian, then the payload's
+/// size (4 bytes, little-endian) and the payload.
+fn skippable(nibble: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = (0x184D_2A50u32 + u32::from(nibble)).to_le_bytes().to_vec();
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// zstd files that start with skippable frames (metadata: pzstd writes one before each
+/// frame) load as zstd and count the events the ground truth gives the plain file.
+#[test]
+fn zstd_after_skippable_frames_loads() {
+    let name = "pp_last_stage_recv_pinned";
+    let raw = std::fs::read(fixture(&format!("scenarios/{name}.pickle"))).unwrap();
+    let truth = read_json(&fixture(&format!("scenarios/{name}.truth.json")));
+    let dir = tempfile::tempdir().unwrap();
+    let half = raw.len() / 2;
+    for (file, bytes) in [
+        (
+            "sized.pickle.zst",
+            [skippable(0, b"leakscope test metadata"), zstd_sized(&raw)].concat(),
+        ),
+        (
+            "stream.pickle.zst",
+            [
+                skippable(0xf, &[]),
+                skippable(0xa, &[0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3]),
+                zstd_stream(&raw),
+            ]
+            .concat(),
+        ),
+        (
+            "between.pickle.zst",
+            [
+                skippable(5, b"x"),
+                zstd_sized(&raw[..half]),
+                skippable(6, b"y"),
+                zstd_stream(&raw[half..]),
+            ]
+            .concat(),
+        ),
+    ] {
+        let p = dir.path().join(file);
+        std::fs::write(&p, bytes).unwrap();
+        let v = leakscope_json(&["summary", p.to_str().unwrap()]);
+        assert_eq!(v["format"]["compression"], "zstd", "{file}");
+        assert_eq!(
+            v["totals"]["trace_events"], truth["summary"]["trace_events"],
+            "{file}"
+        );
+        assert_eq!(
+            v["totals"]["actions"], truth["summary"]["actions"],
+            "{file}"
+        );
+        // The limit applies as to any zstd file (refused before decoding where the first
+        // real frame declares its size).
+        let small = (raw.len() / 4).to_string();
+        let (code, _, err) = run_cli(&[
+            "summary",
+            p.to_str().unwrap(),
+            "--max-decompressed-bytes",
+            &small,
+        ]);
+        assert_eq!(code, 2, "{file}: {err}");
+        assert!(
+            err.contains(&format!("limit of {small} bytes")),
+            "{file}: {err}"
+        );
+    }
+}
