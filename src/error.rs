@@ -109,6 +109,31 @@ pub enum LoadErrorKind {
         "the file changed while it was read (truncated or rewritten by another process, such as a job dumping the same path again); read it once it is written whole"
     )]
     Changed,
+    /// Valid data that builds more than any snapshot holds: past the loader's memory
+    /// bound (3 bytes per input byte read, plus 48 MiB), the load stops rather than grow.
+    #[error(
+        "the file builds more data than any memory snapshot holds: {}the loader would hold {held} bytes, over its bound of {allowed} (3 bytes per input byte read, plus 48 MiB); the file is crafted or corrupt",
+        memory_place(*offset, place)
+    )]
+    MemoryBound {
+        /// Byte offset of the input where the bound was passed, when there is one.
+        offset: Option<u64>,
+        /// What was being built.
+        place: String,
+        /// Bytes the loader would hold.
+        held: u64,
+        /// Bytes it may hold at that point.
+        allowed: u64,
+    },
+}
+
+fn memory_place(offset: Option<u64>, place: &str) -> String {
+    match (offset, place.is_empty()) {
+        (Some(o), true) => format!("at byte {o} "),
+        (Some(o), false) => format!("at byte {o} ({place}) "),
+        (None, false) => format!("while building {place} "),
+        (None, true) => String::new(),
+    }
 }
 
 /// A load error, with the file it concerns.

@@ -59,6 +59,11 @@ pub(crate) struct ListBodies {
 }
 
 impl ListBodies {
+    /// Bytes the table holds.
+    pub fn held_bytes(&self) -> usize {
+        self.slots.capacity() * size_of::<Slot>()
+    }
+
     #[inline]
     fn home(&self, k: &BodyKey) -> usize {
         // The hash's high bits are its best mixed.

@@ -24,7 +24,11 @@ type R<T> = Result<T, LoadErrorKind>;
 const MAX_DEPTH: usize = 200;
 /// Owned-value nodes one frame expands to (a map of name, filename and line: the map,
 /// three keys, three values, with room for an extra key).
-const FRAME_NODES: u64 = 9;
+const FRAME_NODES: usize = 9;
+/// Bytes one owned value takes besides its text.
+const NODE_BYTES: usize = size_of::<Value>();
+/// Bytes one trace event takes in the model's columns.
+const EVENT_BYTES: usize = 33;
 
 fn schema(place: impl Into<String>, message: impl Into<String>) -> LoadErrorKind {
     LoadErrorKind::Schema {
@@ -83,10 +87,15 @@ pub(crate) struct Builder {
     action_cache: FastMap<u64, u8>,
     recent_actions: [(u64, u8); 8],
     frame_scratch: Vec<FrameId>,
-    /// Owned-value nodes left before a shared structure is judged an expansion attack: a
-    /// node holds about 30 bytes, so 200,000 plus two per input byte keeps a crafted file
-    /// within the loader's memory bound (real files use under one per byte).
-    node_budget: u64,
+    /// Bytes of the model counted as it is built (events, metas, owned values, segments,
+    /// blocks), for the memory bound; the interned tables report their own.
+    counted: usize,
+    /// Bytes this side may take before the machine checks the bound again, and the input
+    /// read when it said so (see [`Absorb::set_room`]).
+    room: usize,
+    read: usize,
+    /// Bytes charged since the room was set.
+    spent: usize,
     input_len: usize,
     /// Long traces lent to a worker for their [`TraceScan`] once the next trace begins.
     scan_ahead: ScanAhead,
@@ -110,7 +119,10 @@ impl Builder {
             action_cache: FastMap::default(),
             recent_actions: [(u64::MAX, 0); 8],
             frame_scratch: Vec::new(),
-            node_budget: 200_000 + 2 * input_len as u64,
+            counted: 0,
+            room: super::bound::allowed(input_len),
+            read: input_len,
+            spent: 0,
             input_len,
             scan_ahead: ScanAhead::new(threaded),
             threaded,
@@ -152,10 +164,8 @@ impl Builder {
         let mut extra = Extra::new();
         for (k, val) in items {
             match heap.as_str(k) {
-                Some("name") => name = heap.as_str(val).map(str::to_owned).or(Some(String::new())),
-                Some("filename") => {
-                    filename = heap.as_str(val).map(str::to_owned).or(Some(String::new()))
-                }
+                Some("name") => name = heap.string(val).or(Some(String::new())),
+                Some("filename") => filename = heap.string(val).or(Some(String::new())),
                 Some("line") => {
                     line = match int_of(heap, val) {
                         Some(i) => Line::new(i).ok_or_else(|| {
@@ -172,8 +182,8 @@ impl Builder {
                         }
                     }
                 }
-                Some(other) => {
-                    let other = other.to_owned();
+                Some(_) => {
+                    let other = heap.string(k).unwrap_or_default();
                     let ov = self.owned(heap, val, 0)?;
                     extra.push((other, ov));
                 }
@@ -185,8 +195,8 @@ impl Builder {
             }
         }
         let frame = Frame {
-            name: self.snap.strings.intern(name.as_deref().unwrap_or("")),
-            filename: self.snap.strings.intern(filename.as_deref().unwrap_or("")),
+            name: self.snap.strings.intern_owned(name.unwrap_or_default()),
+            filename: self.snap.strings.intern_owned(filename.unwrap_or_default()),
             line,
             extra,
         };
@@ -214,11 +224,12 @@ impl Builder {
         };
         let mut ids = std::mem::take(&mut self.frame_scratch);
         ids.clear();
-        for item in items {
+        for &item in &items {
             ids.push(self.frame_of(heap, item, place)?);
         }
         let id = self.stacks.intern(&ids);
         self.frame_scratch = ids;
+        heap.forget_frames(&items);
         if let H::List(l) = v {
             heap.lists[l as usize] = ListSlot::Stack(id);
         }
@@ -262,6 +273,10 @@ impl Builder {
             Some(&id) => id,
             None => {
                 let id = MetaId(self.snap.metas.len() as u32);
+                // Kept twice (the list and its index), strings included.
+                let text = meta.compile_context.as_ref().map_or(0, String::len)
+                    + meta.user_metadata.as_ref().map_or(0, String::len);
+                self.counted += 2 * (size_of::<EventMeta>() + 16 + text);
                 self.snap.metas.push(meta.clone());
                 self.meta_index.insert(meta, id);
                 id
@@ -520,6 +535,7 @@ impl Builder {
         }
         if let Some(t) = self.traces[trace].as_mut() {
             t.push(action, addr, size, time_us, stack, meta);
+            self.counted += EVENT_BYTES;
         }
         Ok(())
     }
@@ -592,6 +608,7 @@ impl Builder {
         let result = if all_frames {
             let id = self.stacks.intern(&ids);
             heap.lists[list as usize] = ListSlot::Stack(id);
+            heap.forget_frames(items);
             Absorbed::Taken
         } else if let Some(p) = prefix {
             // Frames then something else: give the list its items back.
@@ -654,7 +671,12 @@ impl Builder {
                 ),
             ));
         }
-        self.charge(1)?;
+        let text = match v {
+            H::Str(_) | H::Span(_) => heap.as_str(v).map_or(0, str::len),
+            H::Bytes(b) => heap.bytes[b as usize].len(),
+            _ => 0,
+        };
+        self.charge(NODE_BYTES + text)?;
         Ok(match v {
             H::None | H::Gone | H::Event(_) | H::Appended => Value::Null,
             H::Frame(f) => self.frame_owned(f)?,
@@ -664,7 +686,7 @@ impl Builder {
             H::Int(i) => Value::Int(i),
             H::Big(b) => int_value(heap.bigs[b as usize]),
             H::Float(f) => Value::Float(f),
-            H::Str(_) | H::Span(_) => Value::Str(heap.as_str(v).unwrap_or("").to_owned()),
+            H::Str(_) | H::Span(_) => Value::Str(heap.string(v).unwrap_or_default()),
             H::Bytes(b) => Value::Bytes(heap.bytes[b as usize].to_vec()),
             H::Tuple(t) => {
                 let items = heap.tuple(t).to_vec();
@@ -748,33 +770,33 @@ impl Builder {
 
     /// [`Builder::frame_value`], charged to the node budget by its size.
     fn frame_owned(&mut self, f: FrameId) -> R<Value> {
-        let extra: u64 = self
-            .snap
-            .frames
-            .get(f)
+        let fr = self.snap.frames.get(f);
+        let extra: usize = fr
             .extra
             .iter()
-            .map(|(_, v)| 1 + v.node_count())
+            .map(|(_, v)| 1 + v.node_count() as usize)
             .sum();
-        self.charge(FRAME_NODES + extra)?;
+        let text = self.snap.strings.get(fr.name).len() + self.snap.strings.get(fr.filename).len();
+        self.charge((FRAME_NODES + extra) * NODE_BYTES + text)?;
         Ok(self.frame_value(f))
     }
 
-    /// Takes `n` nodes from the budget of owned values, or fails when it is spent.
-    fn charge(&mut self, n: u64) -> R<()> {
-        match self.node_budget.checked_sub(n) {
-            Some(left) => {
-                self.node_budget = left;
-                Ok(())
-            }
-            None => {
-                self.node_budget = 0;
-                Err(schema(
-                    "a nested value",
-                    "shared containers expand to more values than the file could hold; the file is crafted or corrupt",
-                ))
-            }
+    /// Counts `n` bytes of model built; fails when more was built since the machine last
+    /// checked the memory bound than it left room for (a shared value expanded within
+    /// one call, or the rest of the file converted after the parse).
+    fn charge(&mut self, n: usize) -> R<()> {
+        self.counted = self.counted.saturating_add(n);
+        self.spent = self.spent.saturating_add(n);
+        if self.spent > self.room {
+            let held = super::bound::allowed(self.read) + (self.spent - self.room);
+            return Err(super::bound::exceeded(
+                None,
+                "values the file shares, expanded",
+                held,
+                self.read,
+            ));
         }
+        Ok(())
     }
 
     // ---------- the rest of the file ----------
@@ -851,6 +873,7 @@ impl Builder {
 
     fn segment(&mut self, heap: &mut Heap, v: H, si: usize) -> R<Segment> {
         let place = || format!("segments[{si}]");
+        self.charge(size_of::<Segment>())?;
         let items = Self::dict_items(heap, v, &place)?;
         let mut seg = Segment {
             device: None,
@@ -896,7 +919,7 @@ impl Builder {
                 Some("stream") => seg.stream = Some(Self::i64_field(heap, val, "stream", &place)?),
                 Some("segment_type") if val.is_str() => {
                     seen_type = true;
-                    seg.segment_type = heap.as_str(val).map(str::to_owned)
+                    seg.segment_type = heap.string(val)
                 }
                 Some("segment_pool_id") => {
                     seg.npu_key_order = !seen_type;
@@ -937,6 +960,7 @@ impl Builder {
 
     fn block(&mut self, heap: &mut Heap, v: H, si: usize, bi: usize, computed: u64) -> R<Block> {
         let place = || format!("segments[{si}].blocks[{bi}]");
+        self.charge(size_of::<Block>())?;
         let items = Self::dict_items(heap, v, &place)?;
         let mut b = Block {
             address: computed,
@@ -1000,6 +1024,7 @@ impl Builder {
         hi: usize,
     ) -> R<HistoryEntry> {
         let place = || format!("segments[{si}].blocks[{bi}].history[{hi}]");
+        self.charge(size_of::<HistoryEntry>())?;
         let items = Self::dict_items(heap, v, &place)?;
         let mut h = HistoryEntry {
             addr: 0,
@@ -1026,6 +1051,7 @@ impl Builder {
 
     fn annotation(&mut self, heap: &Heap, v: H, i: usize) -> R<Annotation> {
         let place = || format!("external_annotations[{i}]");
+        self.charge(size_of::<Annotation>())?;
         let items = Self::dict_slice(heap, v, &place)?;
         let mut a = Annotation {
             stage: None,
@@ -1036,8 +1062,8 @@ impl Builder {
         };
         for &(k, val) in items {
             match (heap.as_str(k), val) {
-                (Some("stage"), v) if v.is_str() => a.stage = heap.as_str(val).map(str::to_owned),
-                (Some("name"), v) if v.is_str() => a.name = heap.as_str(val).map(str::to_owned),
+                (Some("stage"), v) if v.is_str() => a.stage = heap.string(val),
+                (Some("name"), v) if v.is_str() => a.name = heap.string(val),
                 (Some("device"), H::Int(d)) => a.device = Some(d),
                 (Some("time_us"), H::Int(t)) => a.time_us = Some(t),
                 _ => {
@@ -1437,6 +1463,26 @@ impl<'a> Absorb<'a> for Builder {
 
     fn field_of(&mut self, heap: &Heap<'a>, key: H) -> u8 {
         Builder::field_of(self, heap, key)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.counted
+            + self.snap.strings.held_bytes()
+            + self.snap.frames.held_bytes()
+            + self.stacks.held_bytes()
+            + self.field_cache.capacity()
+            + self.action_cache.capacity() * 16
+    }
+
+    fn set_room(&mut self, room: usize) {
+        self.room = room;
+        self.spent = 0;
+    }
+
+    fn strings_freed(&mut self) {
+        self.field_cache.clear();
+        self.action_cache.clear();
+        self.recent_actions = [(u64::MAX, 0); 8];
     }
 
     fn regions(&self, out: &mut Vec<Region>) {

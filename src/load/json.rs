@@ -14,7 +14,20 @@ struct Seed<'b, 'h> {
     builder: &'b mut Builder,
     /// The first absorb error (serde's error type cannot carry ours).
     failure: &'b mut Option<LoadErrorKind>,
+    /// The memory bound: the input's length (`None`: no bound, the data is in memory
+    /// already), and containers to go before the next check.
+    bound: &'b mut Bound,
 }
+
+/// When the decoded values are checked against the loader's memory bound.
+struct Bound {
+    input_len: Option<usize>,
+    countdown: usize,
+}
+
+/// Containers decoded between two checks of the memory bound (each costs at most a few
+/// hundred bytes besides its items, which are counted in batches).
+const CHECK_EVERY: usize = 4096;
 
 impl<'de, 'b> DeserializeSeed<'de> for Seed<'b, 'de> {
     type Value = Value;
@@ -33,7 +46,26 @@ impl<'b, 'de> Seed<'b, 'de> {
             heap: self.heap,
             builder: self.builder,
             failure: self.failure,
+            bound: self.bound,
         }
+    }
+
+    /// Counts one container towards the next check of the memory bound, and checks it
+    /// when due: JSON holds no discarded values, so what is held is live.
+    fn count<E: serde::de::Error>(&mut self) -> Result<(), E> {
+        let Some(len) = self.bound.input_len else {
+            return Ok(());
+        };
+        self.bound.countdown = self.bound.countdown.saturating_sub(1);
+        if self.bound.countdown > 0 {
+            return Ok(());
+        }
+        self.bound.countdown = CHECK_EVERY;
+        check(self.heap, self.builder, len).map_err(|e| {
+            let msg = e.to_string();
+            *self.failure = Some(e);
+            E::custom(msg)
+        })
     }
 
     /// Hands a batch to the builder.
@@ -77,10 +109,7 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(match i64::try_from(v) {
             Ok(i) => Value::Int(i),
-            Err(_) => {
-                self.heap.bigs.push(v as i128);
-                Value::Big((self.heap.bigs.len() - 1) as u32)
-            }
+            Err(_) => self.heap.new_big(v as i128),
         })
     }
 
@@ -93,6 +122,12 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
     }
 
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Value, E> {
+        // A string of the input text is a span of it, as short pickle strings are: no
+        // table entry per string (JSON repeats every key in every entry).
+        let off = (v.as_ptr() as usize).wrapping_sub(self.heap.data.as_ptr() as usize);
+        if off < self.heap.data.len() && v.len() <= 0xffff && off < 1 << 48 {
+            return Ok(Value::Span(((off as u64) << 16) | v.len() as u64));
+        }
         Ok(self.heap.new_str(Cow::Borrowed(v)))
     }
 
@@ -101,12 +136,14 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        self.count::<A::Error>()?;
         let list = self.heap.new_list(Vec::new());
         let Value::List(l) = list else { unreachable!() };
         let mut batch = Vec::new();
         while let Some(v) = seq.next_element_seed(self.reborrow())? {
             batch.push(v);
             if batch.len() >= BATCH {
+                self.count::<A::Error>()?;
                 self.flush::<A::Error>(l, &mut batch)?;
             }
         }
@@ -115,10 +152,14 @@ impl<'de, 'b> Visitor<'de> for Seed<'b, 'de> {
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        self.count::<A::Error>()?;
         let mut items = Vec::new();
         while let Some(k) = map.next_key_seed(self.reborrow())? {
             let v = map.next_value_seed(self.reborrow())?;
             items.push((k, v));
+            if items.len() % BATCH == 0 {
+                self.count::<A::Error>()?;
+            }
         }
         Ok(self.heap.new_dict(items))
     }
@@ -131,17 +172,44 @@ pub(crate) fn decode<'a>(
     builder: &mut Builder,
 ) -> Result<Value, LoadErrorKind> {
     let mut failure = None;
+    let mut bound = Bound {
+        input_len: Some(data.len()),
+        countdown: CHECK_EVERY,
+    };
     let mut de = serde_json::Deserializer::from_slice(data);
+    heap.data = data;
+    heap.tree = true;
     let seed = Seed {
         heap,
         builder,
         failure: &mut failure,
+        bound: &mut bound,
     };
     let result = seed.deserialize(&mut de).and_then(|v| de.end().map(|_| v));
     match result {
-        Ok(v) => Ok(v),
+        Ok(v) => {
+            check(heap, builder, data.len())?;
+            Ok(v)
+        }
         Err(e) => Err(failure.unwrap_or_else(|| LoadErrorKind::Json(e.to_string()))),
     }
+}
+
+/// Checks what the heap and the builder hold against the bound for `input_len` bytes of
+/// JSON, and leaves the builder room for the rest.
+fn check(heap: &Heap, builder: &mut Builder, input_len: usize) -> Result<(), LoadErrorKind> {
+    let held = heap.held_bytes() + builder.held_bytes();
+    let limit = super::bound::allowed(input_len);
+    if held > limit {
+        return Err(super::bound::exceeded(
+            None,
+            "the JSON values",
+            held,
+            input_len,
+        ));
+    }
+    builder.set_room(limit - held);
+    Ok(())
 }
 
 /// Decodes any serde data source shaped like a snapshot (a Python object walked in
@@ -152,10 +220,18 @@ pub(crate) fn decode_from<'de, D: Deserializer<'de>>(
     builder: &mut Builder,
 ) -> Result<Value, LoadErrorKind> {
     let mut failure = None;
+    // The values are in memory already (a Python object walked in place): no bound.
+    builder.set_room(usize::MAX);
+    heap.tree = true;
+    let mut bound = Bound {
+        input_len: None,
+        countdown: CHECK_EVERY,
+    };
     let seed = Seed {
         heap,
         builder,
         failure: &mut failure,
+        bound: &mut bound,
     };
     match seed.deserialize(de) {
         Ok(v) => Ok(v),

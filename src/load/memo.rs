@@ -147,6 +147,17 @@ impl Memo {
         self.words.truncate(n);
     }
 
+    /// Bytes the memo holds: its slots as written (room reserved ahead is address space
+    /// until written) and its side table.
+    pub fn held_bytes(&self) -> usize {
+        self.words.len() * size_of::<u64>() + self.wide.capacity() * size_of::<Value>()
+    }
+
+    /// Every slot's value, in slot order.
+    pub fn values(&self) -> impl Iterator<Item = Value> + '_ {
+        self.words.iter().map(|&w| self.decode(w))
+    }
+
     /// The slots' buffer, for [`super::prefault`].
     pub fn region(&self) -> Region {
         Region::of(&self.words)

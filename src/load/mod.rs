@@ -5,13 +5,16 @@
 //! snapshot is a pickle named `.json`). Nothing in a pickle is ever executed.
 
 mod bodies;
+mod bound;
 mod build;
 pub mod cache;
+mod collect;
 mod fields;
 mod guard;
 mod handle;
 mod inflate;
 mod json;
+mod long_str;
 mod memo;
 mod pickle;
 mod prefault;
@@ -176,7 +179,7 @@ fn load_path_inner(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError
         // No guard here (another platform, or many loads at once): read the file.
         drop(map);
         let data = std::fs::read(path)?;
-        let snap = load_bytes_with(&data, opts, &mut |_, _| {})?;
+        let snap = load_bytes_with(&data, opts, false, &mut |_, _| {})?;
         return if changed_since(&file, &before) {
             Err(LoadErrorKind::Changed)
         } else {
@@ -197,7 +200,7 @@ fn load_mapped(map: &memmap2::Mmap, opts: LoadOptions) -> Result<Snapshot, LoadE
     let _ = map.advise(memmap2::Advice::Sequential);
     if matches!(sniff(map), Some(Container::Gzip | Container::Zstd)) {
         // The compressed input is small next to what it holds: no pager for it.
-        return load_bytes_with(map, opts, &mut |_, _| {});
+        return load_bytes_with(map, opts, true, &mut |_, _| {});
     }
     let released = Released::default();
     if !opts.threads {
@@ -205,7 +208,7 @@ fn load_mapped(map: &memmap2::Mmap, opts: LoadOptions) -> Result<Snapshot, LoadE
         let mut release = |done: usize, _: &[prefault::Region]| {
             released.advance(map, behind(done), 0);
         };
-        return load_bytes_with(map, opts, &mut release);
+        return load_bytes_with(map, opts, true, &mut release);
     }
     let parsed = std::sync::atomic::AtomicUsize::new(0);
     let finished = std::sync::atomic::AtomicBool::new(false);
@@ -218,7 +221,7 @@ fn load_mapped(map: &memmap2::Mmap, opts: LoadOptions) -> Result<Snapshot, LoadE
             .spawn_scoped(scope, || {
                 pager(map, &parsed, &finished, &frontiers, &released)
             });
-        let result = load_bytes_with(map, opts, &mut |done, regions| {
+        let result = load_bytes_with(map, opts, true, &mut |done, regions| {
             frontiers.publish(regions);
             parsed.store(done, std::sync::atomic::Ordering::Relaxed);
             // A pager that gets no CPU for a while (a busy machine, or its core shared
@@ -365,19 +368,22 @@ pub fn load_deserializer<'de, D: serde::Deserializer<'de>>(
 
 /// Loads a snapshot held in memory.
 pub fn load_bytes(data: &[u8], opts: LoadOptions) -> Result<Snapshot, LoadError> {
-    load_bytes_with(data, opts, &mut |_, _| {}).map_err(LoadError::from)
+    load_bytes_with(data, opts, false, &mut |_, _| {}).map_err(LoadError::from)
 }
 
+/// `file_map`: `data` is a private map of a file, whose pages may be given back (a later
+/// read maps them in again from the file); never so for memory the caller owns.
 fn load_bytes_with(
     data: &[u8],
     mut opts: LoadOptions,
+    file_map: bool,
     release: &mut dyn FnMut(usize, &[prefault::Region]),
 ) -> Result<Snapshot, LoadErrorKind> {
     let kind = sniff(data).ok_or_else(|| LoadErrorKind::UnknownFormat(describe_start(data)))?;
     match kind {
         Container::Gzip => decode_compressed(data, inflate::Codec::Gzip, &mut opts),
         Container::Zstd => decode_compressed(data, inflate::Codec::Zstd, &mut opts),
-        k => decode(data, k, &mut opts, release),
+        k => decode(data, k, &mut opts, file_map, release),
     }
 }
 
@@ -468,7 +474,7 @@ fn decode_following(
         })?;
     if kind != Container::Pickle {
         let all = inflated.wait_for(usize::MAX);
-        return decode(all, kind, opts, &mut |_, _| {});
+        return decode(all, kind, opts, false, &mut |_, _| {});
     }
     let machine = pickle::Machine::following(inflated, expected);
     let (mut snap, end) = decode_pickle(machine, expected, opts, &mut |_, _| {})?;
@@ -489,6 +495,7 @@ fn decode(
     data: &[u8],
     kind: Container,
     opts: &mut LoadOptions,
+    file_map: bool,
     release: &mut dyn FnMut(usize, &[prefault::Region]),
 ) -> Result<Snapshot, LoadErrorKind> {
     let total = data.len() as u64;
@@ -496,7 +503,7 @@ fn decode(
         Container::Cache => cache::decode(data)?,
         Container::Pickle => {
             let (mut snap, end) =
-                decode_pickle(pickle::Machine::new(data), data.len(), opts, release)?;
+                decode_pickle(machine_over(data, file_map), data.len(), opts, release)?;
             warn_trailing(&mut snap, data.len(), end);
             snap
         }
@@ -565,6 +572,16 @@ fn decode_pickle<'a>(
         compression: "none".into(),
     };
     Ok((snap, stats.end as usize))
+}
+
+/// A machine over `data`; over a file map, long strings give their pages back as they
+/// are read and copied (see [`pickle::Heap::string`]).
+fn machine_over(data: &[u8], file_map: bool) -> pickle::Machine<'_> {
+    let mut m = pickle::Machine::new(data);
+    // SAFETY (of what `file_map` promises): the caller passes true only for a private,
+    // read-only map of a file, whose pages the file backs.
+    m.heap.file_map = file_map;
+    m
 }
 
 fn warn_trailing(snap: &mut Snapshot, total: usize, end: usize) {

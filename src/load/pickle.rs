@@ -88,18 +88,39 @@ pub(crate) struct Heap<'a> {
     pub bigs: Vec<i128>,
     pub lists: Vec<ListSlot>,
     pub dicts: Vec<DictSlot>,
-    free_dicts: Vec<u32>,
+    pub(super) free_dicts: Vec<u32>,
     pub tuples: Vec<Value>,
     pub tuple_spans: Vec<(u32, u32)>,
     pub memo: super::memo::Memo,
     /// Trace entries decoded by the fast path, until their APPENDS.
     pub pending: Vec<PendingEvent>,
+    /// Slots freed by [`Heap::collect`](super::collect), reused before the tables grow.
+    pub(super) free_lists: Vec<u32>,
+    pub(super) free_tuples: Vec<u32>,
+    pub(super) free_strs: Vec<u32>,
+    pub(super) free_bytes: Vec<u32>,
+    pub(super) free_bigs: Vec<u32>,
+    /// Bytes of the lists' and dicts' item vectors (their capacity), counted where they
+    /// grow and recounted exactly by each collection.
+    pub(super) item_bytes: usize,
+    /// Bytes of strings the heap owns (decoded rather than borrowed from the input).
+    pub(super) owned_str_bytes: usize,
+    /// `data` is a private map of a file: long strings give back their pages as they are
+    /// read and copied ([`super::long_str`]).
+    pub(super) file_map: bool,
+    /// Every value has one parent (JSON: nothing is shared), so a frame dict is garbage
+    /// once its frames list is interned.
+    pub(super) tree: bool,
 }
 
 impl<'a> Heap<'a> {
     pub fn new_list(&mut self, items: Vec<Value>) -> Value {
-        self.lists.push(ListSlot::Items(items));
-        Value::List((self.lists.len() - 1) as u32)
+        self.item_bytes += items.capacity() * size_of::<Value>();
+        Value::List(reuse(
+            &mut self.lists,
+            &mut self.free_lists,
+            ListSlot::Items(items),
+        ))
     }
 
     /// A new dict; reuses a recycled slot and its vector when there is one.
@@ -109,7 +130,10 @@ impl<'a> Heap<'a> {
             let slot = &mut self.dicts[i as usize];
             let items = match slot {
                 DictSlot::Free(spare) if items.is_empty() => std::mem::take(spare),
-                _ => items,
+                _ => {
+                    self.item_bytes += items.capacity() * size_of::<(Value, Value)>();
+                    items
+                }
             };
             *slot = DictSlot::Items {
                 items,
@@ -117,6 +141,7 @@ impl<'a> Heap<'a> {
             };
             Value::Dict(i)
         } else {
+            self.item_bytes += items.capacity() * size_of::<(Value, Value)>();
             self.dicts.push(DictSlot::Items {
                 items,
                 memo: NO_MEMO,
@@ -143,16 +168,82 @@ impl<'a> Heap<'a> {
         self.dicts[i as usize] = DictSlot::Frame(frame);
     }
 
+    /// Frees the frame dicts among `items` once their list is interned, where nothing
+    /// else can refer to them ([`Heap::tree`]).
+    pub fn forget_frames(&mut self, items: &[Value]) {
+        if !self.tree {
+            return;
+        }
+        for &v in items {
+            if let Value::Dict(d) = v
+                && let Some(slot @ DictSlot::Frame(_)) = self.dicts.get_mut(d as usize)
+            {
+                *slot = DictSlot::Free(Vec::new());
+                self.free_dicts.push(d);
+            }
+        }
+    }
+
     pub fn new_tuple(&mut self, items: &[Value]) -> Value {
         let start = self.tuples.len() as u32;
         self.tuples.extend_from_slice(items);
-        self.tuple_spans.push((start, items.len() as u32));
-        Value::Tuple((self.tuple_spans.len() - 1) as u32)
+        let span = (start, items.len() as u32);
+        Value::Tuple(reuse(&mut self.tuple_spans, &mut self.free_tuples, span))
     }
 
     pub fn new_str(&mut self, s: Cow<'a, str>) -> Value {
-        self.strs.push(s);
-        Value::Str((self.strs.len() - 1) as u32)
+        if let Cow::Owned(o) = &s {
+            self.owned_str_bytes += o.capacity();
+        }
+        Value::Str(reuse(&mut self.strs, &mut self.free_strs, s))
+    }
+
+    pub fn new_bytes(&mut self, b: &'a [u8]) -> Value {
+        Value::Bytes(reuse(
+            &mut self.bytes,
+            &mut self.free_bytes,
+            Cow::Borrowed(b),
+        ))
+    }
+
+    pub fn new_big(&mut self, v: i128) -> Value {
+        Value::Big(reuse(&mut self.bigs, &mut self.free_bigs, v))
+    }
+
+    /// Bytes of the slots freed by the last collection and not yet reused.
+    pub fn free_slot_bytes(&self) -> usize {
+        self.free_lists.len() * size_of::<ListSlot>()
+            + self.free_dicts.len() * size_of::<DictSlot>()
+            + self.free_tuples.len() * size_of::<(u32, u32)>()
+            + self.free_strs.len() * size_of::<Cow<'_, str>>()
+            + self.free_bytes.len() * size_of::<Cow<'_, [u8]>>()
+            + self.free_bigs.len() * size_of::<i128>()
+    }
+
+    /// Bytes the heap holds: its tables by capacity (what was allocated), the items of
+    /// its containers, the strings it owns and the memo's slots. Strings borrowed from
+    /// the input are the input's, not counted here.
+    pub fn held_bytes(&self) -> usize {
+        fn cap<T>(v: &Vec<T>) -> usize {
+            v.capacity() * size_of::<T>()
+        }
+        cap(&self.strs)
+            + self.owned_str_bytes
+            + cap(&self.bytes)
+            + cap(&self.bigs)
+            + cap(&self.lists)
+            + cap(&self.dicts)
+            + cap(&self.free_dicts)
+            + self.item_bytes
+            + cap(&self.tuples)
+            + cap(&self.tuple_spans)
+            + cap(&self.pending)
+            + cap(&self.free_lists)
+            + cap(&self.free_tuples)
+            + cap(&self.free_strs)
+            + cap(&self.free_bytes)
+            + cap(&self.free_bigs)
+            + self.memo.held_bytes()
     }
 
     pub fn str(&self, i: u32) -> &str {
@@ -177,6 +268,13 @@ impl<'a> Heap<'a> {
             }
             _ => None,
         }
+    }
+
+    /// An owned copy of the string `v` (a long one copied without holding the input's
+    /// pages too; see [`super::long_str`]).
+    pub fn string(&self, v: Value) -> Option<String> {
+        self.as_str(v)
+            .map(|s| super::long_str::copy(s, self.file_map))
     }
 
     /// The items of a dict that has not been reduced.
@@ -214,6 +312,21 @@ impl<'a> Heap<'a> {
     }
 }
 
+/// Puts `item` in a freed slot of `table` when there is one, else at its end; its index.
+#[inline]
+fn reuse<T>(table: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            table[i as usize] = item;
+            i
+        }
+        None => {
+            table.push(item);
+            (table.len() - 1) as u32
+        }
+    }
+}
+
 /// The builder's hook into appends.
 pub(crate) trait Absorb<'a> {
     /// Called when `items` are appended to `list`; `single` for a one-item APPEND, which
@@ -244,6 +357,18 @@ pub(crate) trait Absorb<'a> {
 
     /// The growing vectors this side writes (for [`super::prefault`]).
     fn regions(&self, _out: &mut Vec<super::prefault::Region>) {}
+
+    /// Bytes this side holds (the model built so far), for the memory bound.
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    /// How many more bytes this side may take before the machine checks again: owned
+    /// copies made inside one call (a shared value expanded) are charged against it.
+    fn set_room(&mut self, _room: usize) {}
+
+    /// A collection freed string slots: forget whatever is keyed by them.
+    fn strings_freed(&mut self) {}
 }
 
 /// Facts about the encoding, for `summary`'s format section.
@@ -285,7 +410,16 @@ pub(crate) struct Machine<'a> {
     list_bodies: super::bodies::ListBodies,
     /// Decompressed input still being written: `data` is what is published of it so far.
     source: Option<&'a super::inflate::Inflated>,
+    /// Heap bytes past which the next check collects (twice what the last one left).
+    collect_at: usize,
 }
+
+/// Input read between two checks of the memory bound: at most 32 bytes are held per
+/// byte read, so the bound is overshot by at most 8 MiB between checks.
+const CHECK_EVERY: usize = 256 << 10;
+/// The heap collects only once it has grown this much since the last collection: below
+/// it, freeing is not worth a pass.
+const COLLECT_FLOOR: usize = 16 << 20;
 
 type R<T> = Result<T, LoadErrorKind>;
 
@@ -344,7 +478,48 @@ impl<'a> Machine<'a> {
             key_fields: Vec::new(),
             list_bodies: Default::default(),
             source: None,
+            collect_at: COLLECT_FLOOR,
         }
+    }
+
+    /// Bytes the machine holds: its stack, marks, caches and heap.
+    pub fn held_bytes(&self) -> usize {
+        self.stack.capacity() * size_of::<Value>()
+            + self.marks.capacity() * size_of::<usize>()
+            + self.key_fields.capacity()
+            + self.list_bodies.held_bytes()
+            + self.heap.held_bytes()
+    }
+
+    /// Keeps the load within [`super::bound`] at input offset `at`: collects the heap when
+    /// it has doubled since the last collection (or the bound is passed), then refuses the
+    /// input if what is held is still past the bound.
+    #[cold]
+    pub(crate) fn check_memory<A: Absorb<'a>>(&mut self, absorb: &mut A, at: usize) -> R<()> {
+        let read = at;
+        let mut held = self.held_bytes();
+        let limit = super::bound::allowed(read);
+        if held > self.collect_at || held + absorb.held_bytes() > limit {
+            let c = self.heap.collect(&self.stack);
+            if c.strings_freed {
+                absorb.strings_freed();
+            }
+            let len = self.stack.len();
+            if self.stack.capacity() > 2 * len + 4096 {
+                self.stack.shrink_to(2 * len + 4096);
+            }
+            held = self.held_bytes();
+            // Freed slots are reused before the tables grow: the next collection is due
+            // once the heap has grown by what is live (or the floor), not by its tables.
+            let live = held.saturating_sub(self.heap.free_slot_bytes());
+            self.collect_at = held + COLLECT_FLOOR.max(live);
+        }
+        let total = held + absorb.held_bytes();
+        if total > limit {
+            return Err(super::bound::exceeded(Some(at as u64), "", total, read));
+        }
+        absorb.set_room(limit - total);
+        Ok(())
     }
 
     /// Waits for input up to `end` when it is still being decompressed; whether it is
@@ -478,29 +653,39 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| self.malformed(at, "no MARK before an opcode that needs one"))
     }
 
+    /// The text of a UTF-8 string opcode's bytes. CPython writes a string holding lone
+    /// surrogates (a file name decoded with `surrogateescape`, say) with `surrogatepass`:
+    /// those three-byte sequences become U+FFFD each; any other invalid byte is an error.
     #[inline]
-    fn utf8(&self, b: &'a [u8], at: usize) -> R<&'a str> {
+    fn utf8(&self, b: &'a [u8], at: usize) -> R<Cow<'a, str>> {
         if b.is_ascii() {
             // SAFETY: ASCII is valid UTF-8 (and checking it is much cheaper).
-            return Ok(unsafe { std::str::from_utf8_unchecked(b) });
+            return Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) }));
         }
-        std::str::from_utf8(b).map_err(|e| {
-            self.malformed(
-                at,
-                format!(
-                    "string is not valid UTF-8 (bad byte at string offset {})",
-                    e.valid_up_to()
-                ),
-            )
-        })
+        let checked = if b.len() >= super::long_str::LONG {
+            super::long_str::validate(b, self.heap.file_map)
+        } else {
+            std::str::from_utf8(b)
+                .map(|_| ())
+                .map_err(|e| e.valid_up_to())
+        };
+        match checked {
+            // SAFETY: validated just above.
+            Ok(()) => Ok(Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) })),
+            Err(bad) => replace_surrogates(b, bad).map(Cow::Owned).map_err(|bad| {
+                self.malformed(
+                    at,
+                    format!("string is not valid UTF-8 (bad byte at string offset {bad})"),
+                )
+            }),
+        }
     }
 
     fn push_int(&mut self, v: i128) {
         let val = if let Ok(i) = i64::try_from(v) {
             Value::Int(i)
         } else {
-            self.heap.bigs.push(v);
-            Value::Big((self.heap.bigs.len() - 1) as u32)
+            self.heap.new_big(v)
         };
         self.stack.push(val);
     }
@@ -566,7 +751,11 @@ impl<'a> Machine<'a> {
         let single = self.stack.len() - from == 1 && self.data.get(at) == Some(&b'a');
         match absorb.absorb(&mut self.heap, l, &self.stack[from..], single, at as u64)? {
             Absorbed::No => match &mut self.heap.lists[l as usize] {
-                ListSlot::Items(v) => v.extend_from_slice(&self.stack[from..]),
+                ListSlot::Items(v) => {
+                    let before = v.capacity();
+                    v.extend_from_slice(&self.stack[from..]);
+                    self.heap.item_bytes += (v.capacity() - before) * size_of::<Value>();
+                }
                 _ => return Err(self.malformed(at, "APPEND(S) to a list already reduced")),
             },
             Absorbed::Taken => {}
@@ -589,9 +778,11 @@ impl<'a> Machine<'a> {
         }
         match &mut self.heap.dicts[d as usize] {
             DictSlot::Items { items, .. } => {
+                let before = items.capacity();
                 for kv in self.stack[from..].chunks_exact(2) {
                     items.push((kv[0], kv[1]));
                 }
+                self.heap.item_bytes += (items.capacity() - before) * size_of::<(Value, Value)>();
             }
             _ => return Err(self.malformed(at, "SETITEM(S) to a dict already reduced")),
         }
@@ -615,19 +806,26 @@ impl<'a> Machine<'a> {
         // look-ahead beyond), so they rarely meet its end in the middle of the stream.
         const AHEAD: usize = STEP + (1 << 20);
         let mut data = self.data;
+        let mut next_check = CHECK_EVERY;
         let mut next_report = STEP;
         let mut pos = self.pos;
         let mut regions = Vec::new();
+        absorb.set_room(super::bound::allowed(0));
         loop {
-            if pos >= next_report {
-                regions.clear();
-                regions.push(self.heap.memo.region());
-                absorb.regions(&mut regions);
-                progress(pos, &regions);
-                next_report = pos + STEP;
-                if self.source.is_some() {
-                    self.more(pos + AHEAD);
-                    data = self.data;
+            if pos >= next_check {
+                self.pos = pos;
+                self.check_memory(absorb, pos)?;
+                next_check = pos + CHECK_EVERY;
+                if pos >= next_report {
+                    regions.clear();
+                    regions.push(self.heap.memo.region());
+                    absorb.regions(&mut regions);
+                    progress(pos, &regions);
+                    next_report = pos + STEP;
+                    if self.source.is_some() {
+                        self.more(pos + AHEAD);
+                        data = self.data;
+                    }
                 }
             }
             let Some(&op) = data.get(pos) else {
@@ -716,7 +914,7 @@ impl<'a> Machine<'a> {
                         Some(v) => v,
                         None => {
                             let s = self.utf8(&data[pos + 2..pos + 2 + n], pos)?;
-                            self.heap.new_str(Cow::Borrowed(s))
+                            self.heap.new_str(s)
                         }
                     };
                     self.stack.push(v);
@@ -1014,6 +1212,7 @@ impl<'a> Machine<'a> {
                         if !self.marks.is_empty() {
                             return Err(self.malformed(at, "STOP inside an open MARK"));
                         }
+                        self.check_memory(absorb, self.pos)?;
                         return match self.stack.len() {
                             1 => Ok(Some(self.stack[0])),
                             0 => Err(self.malformed(at, "STOP with an empty stack")),
@@ -1132,7 +1331,7 @@ impl<'a> Machine<'a> {
                         let n = usize::try_from(n).unwrap_or(usize::MAX);
                         let b = self.take(n, "the bytes of a string")?;
                         let s = self.utf8(b, at)?;
-                        let v = self.heap.new_str(Cow::Borrowed(s));
+                        let v = self.heap.new_str(s);
                         self.stack.push(v);
                     }
                     b'V' => {
@@ -1173,9 +1372,8 @@ impl<'a> Machine<'a> {
                         };
                         let n = usize::try_from(n).unwrap_or(usize::MAX);
                         let b = self.take(n, "the bytes of a bytes object")?;
-                        self.heap.bytes.push(Cow::Borrowed(b));
-                        self.stack
-                            .push(Value::Bytes((self.heap.bytes.len() - 1) as u32));
+                        let v = self.heap.new_bytes(b);
+                        self.stack.push(v);
                     }
                     // --- containers ---
                     b']' => {
@@ -1309,6 +1507,31 @@ impl<'a> Machine<'a> {
             }
         }
         Ok(None)
+    }
+}
+
+/// `b` decoded with each UTF-8-encoded surrogate (`ED A0..BF 80..BF`, which CPython's
+/// `surrogatepass` writes for a lone surrogate) replaced by U+FFFD; `first_bad` is where
+/// plain UTF-8 decoding failed. `Err` holds the offset of a byte that is no surrogate.
+fn replace_surrogates(b: &[u8], first_bad: usize) -> Result<String, usize> {
+    let mut out = String::with_capacity(b.len());
+    let mut at = 0;
+    let mut bad = first_bad;
+    loop {
+        // SAFETY: `b[at..bad]` is what `from_utf8` (or the check before) accepted.
+        out.push_str(unsafe { std::str::from_utf8_unchecked(&b[at..bad]) });
+        if bad == b.len() {
+            return Ok(out);
+        }
+        match b.get(bad..bad + 3) {
+            Some([0xED, 0xA0..=0xBF, 0x80..=0xBF]) => out.push('\u{FFFD}'),
+            _ => return Err(bad),
+        }
+        at = bad + 3;
+        bad = match std::str::from_utf8(&b[at..]) {
+            Ok(_) => b.len(),
+            Err(e) => at + e.valid_up_to(),
+        };
     }
 }
 

@@ -3,6 +3,8 @@
 //! worker thread and carries on with a *ticket* (a provisional [`StackId`], sequential),
 //! which is translated to the interned id once parsing ends.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -32,9 +34,16 @@ pub(crate) struct StackInterner {
     /// Answers to [`StackInterner::frames`] so far: a shared stack kept as data may be
     /// asked for many times, and each question is a round trip to the worker.
     answered: crate::model::fxhash::FastMap<u32, Vec<FrameId>>,
+    answered_bytes: usize,
+    /// Bytes the worker's table and ticket ids hold, as it last published them.
+    worker_held: Arc<AtomicUsize>,
 }
 
-fn work(rx: Receiver<Msg>, spare: SyncSender<Vec<u32>>) -> (StackTable, Vec<StackId>) {
+fn work(
+    rx: Receiver<Msg>,
+    spare: SyncSender<Vec<u32>>,
+    held: Arc<AtomicUsize>,
+) -> (StackTable, Vec<StackId>) {
     let mut table = StackTable::default();
     // Ticket 0 is the empty stack, which is also stack 0.
     let mut ids = vec![StackId::EMPTY];
@@ -50,6 +59,10 @@ fn work(rx: Receiver<Msg>, spare: SyncSender<Vec<u32>>) -> (StackTable, Vec<Stac
                     ids.push(table.intern(&frames));
                     i += 1 + n;
                 }
+                held.store(
+                    table.held_bytes() + ids.capacity() * size_of::<StackId>(),
+                    Ordering::Relaxed,
+                );
                 let mut words = words;
                 words.clear();
                 let _ = spare.try_send(words);
@@ -79,13 +92,17 @@ impl StackInterner {
                 buf: Vec::new(),
                 next_ticket: 1,
                 answered: Default::default(),
+                answered_bytes: 0,
+                worker_held: Default::default(),
             };
         }
         let (tx, rx) = sync_channel(IN_FLIGHT);
         let (spare_tx, spare_rx) = sync_channel(IN_FLIGHT + 2);
+        let worker_held = Arc::new(AtomicUsize::new(0));
+        let held = worker_held.clone();
         let worker = std::thread::Builder::new()
             .name("leakscope-stacks".into())
-            .spawn(move || work(rx, spare_tx))
+            .spawn(move || work(rx, spare_tx, held))
             .ok();
         StackInterner {
             inline: None,
@@ -95,7 +112,21 @@ impl StackInterner {
             buf: Vec::with_capacity(BATCH_WORDS),
             next_ticket: 1,
             answered: Default::default(),
+            answered_bytes: 0,
+            worker_held,
         }
+    }
+
+    /// Bytes held by the interned stacks, the batches in flight and the answers kept.
+    pub fn held_bytes(&self) -> usize {
+        let table = match &self.inline {
+            Some((table, ids)) => table.held_bytes() + ids.capacity() * size_of::<StackId>(),
+            None => {
+                self.worker_held.load(Ordering::Relaxed)
+                    + (IN_FLIGHT + 2) * BATCH_WORDS * size_of::<u32>()
+            }
+        };
+        table + self.buf.capacity() * size_of::<u32>() + self.answered_bytes
     }
 
     fn send(&mut self, msg: Msg) {
@@ -154,6 +185,7 @@ impl StackInterner {
         let (reply_tx, reply_rx) = sync_channel(1);
         self.send(Msg::Query(ticket.0, reply_tx));
         let f: Vec<FrameId> = reply_rx.recv().unwrap_or_default();
+        self.answered_bytes += f.len() * size_of::<FrameId>() + 48;
         self.answered.insert(ticket.0, f.clone());
         f
     }

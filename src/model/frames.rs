@@ -14,12 +14,20 @@ use super::ids::{FrameId, StackId, StrId};
 use super::line::Line;
 use super::value::Extra;
 
-/// Interned strings (frame names and file names).
+/// Interned strings (frame names and file names), each held once: the index maps a
+/// hash of the string to the first string with that hash, and `chain` links strings
+/// sharing a hash (as [`StackTable`] does for stacks), so a long name is not copied into
+/// the index too.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Strings {
     items: Vec<Box<str>>,
     #[serde(skip)]
-    index: FastMap<Box<str>, StrId>,
+    index: FastMap<u64, u32>,
+    #[serde(skip)]
+    chain: Vec<u32>,
+    /// Bytes of the strings' text (kept up to date by `intern`).
+    #[serde(skip)]
+    text_bytes: usize,
 }
 
 impl PartialEq for Strings {
@@ -29,15 +37,55 @@ impl PartialEq for Strings {
 }
 
 impl Strings {
+    fn hash(&self, s: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.index.hasher().hash_one(s)
+    }
+
     /// Returns the id of `s`, adding it if new.
     pub fn intern(&mut self, s: &str) -> StrId {
-        if let Some(&id) = self.index.get(s) {
-            return id;
+        match self.find(s) {
+            Some(id) => id,
+            None => self.insert(s.into()),
         }
-        let id = StrId(self.items.len() as u32);
-        self.items.push(s.into());
-        self.index.insert(s.into(), id);
-        id
+    }
+
+    /// Returns the id of `s`, adding `s` itself if new (no copy).
+    pub fn intern_owned(&mut self, s: String) -> StrId {
+        match self.find(&s) {
+            Some(id) => id,
+            None => self.insert(s.into_boxed_str()),
+        }
+    }
+
+    fn find(&self, s: &str) -> Option<StrId> {
+        let mut at = self.index.get(&self.hash(s)).copied().unwrap_or(NO_STACK);
+        while at != NO_STACK {
+            if &*self.items[at as usize] == s {
+                return Some(StrId(at));
+            }
+            at = self.chain[at as usize];
+        }
+        None
+    }
+
+    fn insert(&mut self, s: Box<str>) -> StrId {
+        let hash = self.hash(&s);
+        let head = self.index.get(&hash).copied().unwrap_or(NO_STACK);
+        let id = self.items.len() as u32;
+        self.text_bytes += s.len();
+        self.items.push(s);
+        self.chain.push(head);
+        self.index.insert(hash, id);
+        StrId(id)
+    }
+
+    /// Bytes held: the text once, and the tables over it.
+    pub fn held_bytes(&self) -> usize {
+        self.text_bytes
+            + self.items.capacity() * size_of::<Box<str>>()
+            + self.chain.capacity() * size_of::<u32>()
+            + self.index.capacity() * (size_of::<(u64, u32)>() + 1)
     }
 
     /// The string behind `id`.
@@ -57,12 +105,15 @@ impl Strings {
 
     /// Rebuilds the lookup index after deserialization.
     pub(crate) fn rebuild_index(&mut self) {
-        self.index = self
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.clone(), StrId(i as u32)))
-            .collect();
+        self.index.clear();
+        self.chain.clear();
+        self.text_bytes = 0;
+        for i in 0..self.items.len() {
+            let hash = self.hash(&self.items[i]);
+            let head = self.index.insert(hash, i as u32).unwrap_or(NO_STACK);
+            self.chain.push(head);
+            self.text_bytes += self.items[i].len();
+        }
     }
 }
 
@@ -107,6 +158,13 @@ impl FrameTable {
     /// Number of distinct frames.
     pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// Bytes held by the frames and their index (each frame is kept in both; a frame's
+    /// extra keys are counted by whoever built them).
+    pub fn held_bytes(&self) -> usize {
+        self.items.capacity() * size_of::<Frame>()
+            + self.index.capacity() * (size_of::<(Frame, FrameId)>() + 1)
     }
 
     /// True when there is no frame.
@@ -208,6 +266,13 @@ impl StackTable {
     pub fn get(&self, id: StackId) -> &[FrameId] {
         let i = id.index();
         &self.frames[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Bytes held by the stacks and their index.
+    pub fn held_bytes(&self) -> usize {
+        (self.frames.capacity() + self.offsets.capacity() + self.chain.capacity())
+            * size_of::<u32>()
+            + self.index.capacity() * (size_of::<(u64, u32)>() + 1)
     }
 
     /// Number of stacks, the empty one included.

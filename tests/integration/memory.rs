@@ -54,15 +54,15 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static COUNTING: Counting = Counting;
 
-/// Peak bytes this thread held above its level at the start, while loading `data`.
-fn peak_while_loading(data: &[u8]) -> usize {
+/// Peak bytes this thread held above its level at the start while loading `data`, and
+/// the load's error message if it failed.
+fn peak_while_loading(data: &[u8]) -> (usize, Result<(), String>) {
     let base = LIVE.with(|l| l.get());
     PEAK.with(|p| p.set(base));
     let mut opts = LoadOptions::default();
     opts.threads = false;
-    let result = load_bytes(data, opts);
-    drop(result);
-    (PEAK.with(|p| p.get()) - base).max(0) as usize
+    let result = load_bytes(data, opts).map(drop).map_err(|e| e.to_string());
+    ((PEAK.with(|p| p.get()) - base).max(0) as usize, result)
 }
 
 /// `n` repetitions of `unit` after a protocol-4 header, closed by STOP.
@@ -77,9 +77,16 @@ fn repeated(head: &[u8], unit: &[u8], n: usize, tail: &[u8]) -> Vec<u8> {
     v
 }
 
-/// The most bytes the loader may hold per input byte, and the fixed allowance on top.
-const PER_BYTE: usize = 80;
-const FIXED: usize = 16 << 20;
+/// The loader's memory bound (docs/user-guide.md, "Memory"): at most 3 bytes held per
+/// input byte read, plus 48 MiB. Inputs past it are refused; inputs within it must load.
+const PER_BYTE: usize = 3;
+const FIXED: usize = 48 << 20;
+
+/// A valid snapshot's ending (a dict with an empty `segments`), after `n` repetitions of
+/// `unit` that build values and throw them away.
+fn discarded(unit: &[u8], n: usize) -> Vec<u8> {
+    repeated(b"", unit, n, b"}\x8c\x08segments]s")
+}
 
 /// A top-level key the model does not know (so it is kept as an owned value) holding a
 /// list of 100 references to a list of 1,000 references to one frames list of 20 frames:
@@ -106,7 +113,25 @@ fn shared_stack_expanded() -> Vec<u8> {
 #[test]
 fn loader_memory_is_a_small_multiple_of_the_input() {
     const N: usize = 400_000;
+    // Discarded values, 8 MiB of each: freed as the parse goes, so each loads (the
+    // tables they would fill hold 16 to 64 bytes per input byte, far past the bound).
+    const D: usize = 4 << 20;
+    let must_load: Vec<(&str, Vec<u8>)> = vec![
+        ("discarded empty lists", discarded(b"]0", D)),
+        ("discarded empty dicts", discarded(b"}0", D)),
+        ("discarded empty tuples", discarded(b")0", D)),
+        ("discarded nested lists", discarded(b"]]a0", D / 2)),
+        ("discarded dicts of lists", discarded(b"}K\x01]s0", D / 3)),
+        ("discarded strings", discarded(b"X\x00\x00\x00\x000", D / 3)),
+        (
+            "discarded big ints",
+            discarded(b"\x8a\x09\x01\x01\x01\x01\x01\x01\x01\x01\x010", D / 6),
+        ),
+        ("discarded tuples of lists", discarded(b"]]\x860", D / 2)),
+        ("discarded marks of Nones", discarded(b"(NNNN1", D / 3)),
+    ];
     let crafted: Vec<(&str, Vec<u8>)> = vec![
+        ("live Nones in a list", repeated(b"](", b"N", 8 * D, b"e")),
         ("empty lists", repeated(b"", b"]", N, b"")),
         ("empty dicts", repeated(b"", b"}", N, b"")),
         ("empty tuples", repeated(b"", b")", N, b"")),
@@ -144,6 +169,10 @@ fn loader_memory_is_a_small_multiple_of_the_input() {
         ("shared stack expanded", shared_stack_expanded()),
     ];
     let mut inputs = crafted;
+    let loads = must_load.len();
+    let mut all = must_load;
+    all.append(&mut inputs);
+    let mut inputs = all;
     for rel in [
         "encodings/tiny_protocol4.pickle",
         "encodings/tiny_cpp_pickler.pickle",
@@ -155,8 +184,17 @@ fn loader_memory_is_a_small_multiple_of_the_input() {
     }
     let mut worst = (0.0f64, "");
     let mut report = Vec::new();
-    for (name, data) in &inputs {
-        let peak = peak_while_loading(data);
+    for (i, (name, data)) in inputs.iter().enumerate() {
+        let (peak, result) = peak_while_loading(data);
+        if i < loads {
+            assert!(
+                result.is_ok(),
+                "{name}: {}",
+                result.err().unwrap_or_default()
+            );
+        } else if let Err(e) = &result {
+            assert!(!e.is_empty());
+        }
         let ratio = peak as f64 / data.len() as f64;
         report.push(format!(
             "{name}: {} B in, peak {peak} B ({ratio:.1}x)",
