@@ -175,9 +175,16 @@ impl Builder {
                             )
                         })?,
                         None => {
+                            let found = match val {
+                                H::Float(f) if f.abs() >= 9.3e18 => {
+                                    format!("the number {f}, too large for a line number")
+                                }
+                                H::Float(f) => format!("the float {f}"),
+                                other => type_name(other).to_string(),
+                            };
                             return Err(schema(
                                 place(),
-                                format!("frame line must be an int, found {}", type_name(val)),
+                                format!("frame line must be an int, found {found}"),
                             ));
                         }
                     }
@@ -580,7 +587,10 @@ impl Builder {
         items: &[H],
         offset: u64,
     ) -> R<Absorbed> {
-        let place = || format!("a frames list (near byte {offset})");
+        let place = || match offset {
+            u64::MAX => "a frames list".to_string(),
+            _ => format!("a frames list (near byte {offset})"),
+        };
         let mut ids = std::mem::take(&mut self.frame_scratch);
         ids.clear();
         if let Some(p) = prefix {

@@ -238,3 +238,68 @@ pub(crate) fn decode_from<'de, D: Deserializer<'de>>(
         Err(e) => Err(failure.unwrap_or_else(|| LoadErrorKind::NotASnapshot(e.to_string()))),
     }
 }
+
+/// `text` with every `\\uXXXX` escape of a lone surrogate (one not in a high-low pair)
+/// replaced by `\\ufffd`, which has the same length; `None` when there is none.
+/// CPython's `json.dumps` writes such escapes for strings that hold lone surrogates.
+pub(crate) fn without_lone_surrogates(text: &[u8]) -> Option<Vec<u8>> {
+    fn hex4(b: &[u8]) -> Option<u16> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    }
+    let escape_at = |i: usize| -> Option<u16> {
+        (text.get(i) == Some(&b'\\') && text.get(i + 1) == Some(&b'u'))
+            .then(|| hex4(&text[i + 2..]))
+            .flatten()
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let (mut i, mut in_string) = (0, false);
+    while i < text.len() {
+        match text[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                if let Some(u) = escape_at(i) {
+                    let lone = match u {
+                        0xD800..=0xDBFF => {
+                            let paired =
+                                escape_at(i + 6).is_some_and(|l| (0xDC00..=0xDFFF).contains(&l));
+                            if paired {
+                                i += 12;
+                                continue;
+                            }
+                            true
+                        }
+                        0xDC00..=0xDFFF => true,
+                        _ => false,
+                    };
+                    if lone {
+                        out.get_or_insert_with(|| text.to_vec())[i..i + 6]
+                            .copy_from_slice(b"\\ufffd");
+                    }
+                    i += 6;
+                    continue;
+                }
+                i += 1; // the escaped character
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_lone_surrogates;
+
+    #[test]
+    fn lone_surrogate_escapes_become_replacement_characters() {
+        let t = br#"{"a": "x\ud800y", "b": "\udc00", "c": "\ud83d\ude00", "d": "\\ud800"}"#;
+        let fixed = without_lone_surrogates(t).expect("two lone surrogates");
+        assert_eq!(
+            std::str::from_utf8(&fixed).unwrap(),
+            r#"{"a": "x\ufffdy", "b": "\ufffd", "c": "\ud83d\ude00", "d": "\\ud800"}"#
+        );
+        assert_eq!(without_lone_surrogates(br#"{"c": "\ud83d\ude00"}"#), None);
+    }
+}

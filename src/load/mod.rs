@@ -508,10 +508,19 @@ fn decode(
             snap
         }
         Container::Json => {
-            let mut heap = Default::default();
-            let mut builder = build::Builder::new(data.len(), opts.threads);
-            let top = json::decode(data, &mut heap, &mut builder)?;
-            let mut snap = builder.finish(&mut heap, top)?;
+            let mut snap = match decode_json(data, opts.threads) {
+                // Python's json writes a lone surrogate as an escape serde_json refuses:
+                // read it as U+FFFD, as the pickle reader does.
+                Err(LoadErrorKind::Json(m))
+                    if m.contains("surrogate") || m.contains("hex escape") =>
+                {
+                    match json::without_lone_surrogates(data) {
+                        Some(fixed) => decode_json(&fixed, opts.threads)?,
+                        None => return Err(LoadErrorKind::Json(m)),
+                    }
+                }
+                other => other?,
+            };
             snap.format = SourceFormat {
                 container: "json".into(),
                 pickle_protocol: None,
@@ -533,6 +542,14 @@ fn decode(
         snap.format.container = "msgpack".into();
     }
     Ok(snap)
+}
+
+/// A JSON snapshot.
+fn decode_json(data: &[u8], threads: bool) -> Result<Snapshot, LoadErrorKind> {
+    let mut heap = Default::default();
+    let mut builder = build::Builder::new(data.len(), threads);
+    let top = json::decode(data, &mut heap, &mut builder)?;
+    builder.finish(&mut heap, top)
 }
 
 /// Runs `machine` to STOP into a snapshot and the offset after STOP; `total` is the

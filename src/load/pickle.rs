@@ -1263,7 +1263,11 @@ impl<'a> Machine<'a> {
                         let n = if op == 0x8a {
                             self.u8("a LONG1 length")? as usize
                         } else {
-                            self.u32le("a LONG4 length")? as usize
+                            // Signed, as CPython reads it.
+                            let n = self.u32le("a LONG4 length")? as i32;
+                            usize::try_from(n).map_err(|_| {
+                                self.malformed(at, format!("LONG4 with a negative length ({n})"))
+                            })?
                         };
                         let b = self.take(n, "the bytes of a long integer")?;
                         if n > 16 {
@@ -1353,7 +1357,14 @@ impl<'a> Machine<'a> {
                         let n = if op == b'U' {
                             self.u8("a SHORT_BINSTRING length")? as usize
                         } else {
-                            self.u32le("a BINSTRING length")? as usize
+                            // Signed, as CPython reads it.
+                            let n = self.u32le("a BINSTRING length")? as i32;
+                            usize::try_from(n).map_err(|_| {
+                                self.malformed(
+                                    at,
+                                    format!("BINSTRING with a negative length ({n})"),
+                                )
+                            })?
                         };
                         let b = self.take(n, "the bytes of a string")?;
                         let v = match std::str::from_utf8(b) {
@@ -1641,7 +1652,12 @@ fn decode_raw_unicode_escape(l: &[u8]) -> Option<Cow<'_, str>> {
             let n = if l[i + 1] == b'u' { 4 } else { 8 };
             let hex = l.get(i + 2..i + 2 + n)?;
             let code = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(char::from_u32(code)?);
+            // A lone surrogate (CPython escapes one so) reads as U+FFFD, as in BINUNICODE.
+            let c = match code {
+                0xD800..=0xDFFF => '\u{FFFD}',
+                _ => char::from_u32(code)?,
+            };
+            out.push(c);
             i += 2 + n;
         } else {
             out.push(l[i] as char);

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::run_cli;
+use crate::common::{have_python, load, run_cli};
 
 /// A name that would clear the screen, recolour the terminal, return to the start of the
 /// line and end a C string.
@@ -212,4 +212,44 @@ fn the_flamegraph_svg_is_valid_xml() {
         "the name is markup in the SVG"
     );
     assert!(text.contains("&lt;!--&lt;script&gt;"));
+}
+
+/// A file name holding a lone surrogate (a path decoded with `surrogateescape`), as
+/// CPython's pickle (protocols 0 to 4: `surrogatepass` and raw-unicode-escape) and json
+/// (`\udcff` escapes) write it, loads with the surrogate read as U+FFFD and every event
+/// kept.
+#[test]
+fn lone_surrogates_load_as_replacement_characters() {
+    if !have_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import json, pickle, sys
+frame = {"filename": "train_\udcff.py", "name": "step\ud800", "line": 7}
+ev = lambda a, addr: {"action": a, "addr": addr, "size": 512, "stream": 0, "frames": [frame]}
+snap = {"segments": [], "device_traces": [[ev("alloc", 1), ev("alloc", 2), ev("free_requested", 1)]]}
+d = sys.argv[1]
+for p in range(5):
+    open(f"{d}/p{p}.pickle", "wb").write(pickle.dumps(snap, protocol=p))
+open(f"{d}/s.json", "w").write(json.dumps(snap))
+"#;
+    let ok = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "python wrote the files");
+    let mut names: Vec<String> = (0..5).map(|p| format!("p{p}.pickle")).collect();
+    names.push("s.json".into());
+    for name in names {
+        let snap = load(&dir.path().join(&name));
+        let traces = snap.device_traces.as_ref().expect("traces");
+        assert_eq!(traces[0].len(), 3, "{name}: every event kept");
+        let f = snap.frames.get(leakscope::model::FrameId(0));
+        assert_eq!(snap.strings.get(f.filename), "train_\u{FFFD}.py", "{name}");
+        assert_eq!(snap.strings.get(f.name), "step\u{FFFD}", "{name}");
+    }
 }

@@ -213,3 +213,29 @@ fn wrong_shapes_get_schema_errors() {
     assert!(err_of(b"").contains("empty"));
     assert!(err_of(b"hello").contains("not a memory snapshot"));
 }
+
+/// Lengths CPython reads as signed (LONG4, BINSTRING) are refused when negative, naming
+/// the opcode's byte, not reported as a truncated file.
+#[test]
+fn negative_lengths_are_named() {
+    let e = err_of(b"\x80\x02\x8b\xff\xff\xff\xff.");
+    assert!(
+        e.contains("LONG4 with a negative length (-1)") && e.contains("byte 2"),
+        "{e}"
+    );
+    let e = err_of(b"\x80\x02T\x00\x00\x00\x80.");
+    assert!(
+        e.contains("BINSTRING with a negative length") && !e.contains("truncated"),
+        "{e}"
+    );
+}
+
+/// A JSON frame line of 1e308 is a number too large for a line, and JSON has no byte
+/// offsets to give (it gave the largest 64-bit number as one).
+#[test]
+fn a_json_line_too_large_is_named_without_a_bogus_offset() {
+    let j = br#"{"segments":[],"device_traces":[[{"action":"alloc","addr":1,"size":512,"frames":[{"filename":"a.py","name":"f","line":1e308}]}]]}"#;
+    let e = err_of(j);
+    assert!(e.contains("too large for a line number"), "{e}");
+    assert!(!e.contains("18446744073709551615"), "{e}");
+}
