@@ -114,6 +114,70 @@ pub fn load_path(path: &Path, opts: LoadOptions) -> Result<Snapshot, LoadError> 
     load_path_inner(path, opts).map_err(|e| LoadError::from(e).with_path(path))
 }
 
+/// A file that is neither a regular file nor a directory: never opened (opening a FIFO
+/// waits for a writer), only named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecialFile {
+    /// A FIFO (named pipe).
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A block device.
+    BlockDevice,
+    /// A character device or terminal.
+    CharDevice,
+    /// Anything else that is not a file.
+    Other,
+}
+
+impl SpecialFile {
+    /// The kind of `t`; `None` for a directory or a regular file.
+    pub fn of(t: &std::fs::FileType) -> Option<Self> {
+        if t.is_dir() || t.is_file() {
+            return None;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            Some(if t.is_fifo() {
+                SpecialFile::Fifo
+            } else if t.is_socket() {
+                SpecialFile::Socket
+            } else if t.is_block_device() {
+                SpecialFile::BlockDevice
+            } else if t.is_char_device() {
+                SpecialFile::CharDevice
+            } else {
+                SpecialFile::Other
+            })
+        }
+        #[cfg(not(unix))]
+        Some(SpecialFile::Other)
+    }
+
+    /// A short label, as reports list it (`fifo`, `socket`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            SpecialFile::Fifo => "fifo",
+            SpecialFile::Socket => "socket",
+            SpecialFile::BlockDevice => "block device",
+            SpecialFile::CharDevice => "character device",
+            SpecialFile::Other => "other",
+        }
+    }
+
+    /// What it is, in words, for an error message.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SpecialFile::Fifo => "a FIFO or pipe",
+            SpecialFile::Socket => "a socket",
+            SpecialFile::BlockDevice => "a block device",
+            SpecialFile::CharDevice => "a character device or terminal",
+            SpecialFile::Other => "not a file",
+        }
+    }
+}
+
 /// What kind of thing a path that is no regular file names, from its metadata (looked
 /// at before opening: opening a FIFO waits for a writer).
 fn not_regular(meta: &std::fs::Metadata) -> Option<LoadErrorKind> {
@@ -121,27 +185,7 @@ fn not_regular(meta: &std::fs::Metadata) -> Option<LoadErrorKind> {
     if t.is_dir() {
         return Some(LoadErrorKind::Directory);
     }
-    if t.is_file() {
-        return None;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let what = if t.is_fifo() {
-            "a FIFO or pipe"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_char_device() {
-            "a character device or terminal"
-        } else if t.is_block_device() {
-            "a block device"
-        } else {
-            "not a file"
-        };
-        Some(LoadErrorKind::NotRegular(what))
-    }
-    #[cfg(not(unix))]
-    Some(LoadErrorKind::NotRegular("not a file"))
+    SpecialFile::of(&t).map(|k| LoadErrorKind::NotRegular(k.describe()))
 }
 
 /// Whether the file's size or modification time differ from `before`'s.

@@ -72,30 +72,6 @@ fn kind_of(e: &std::fs::DirEntry, p: &Path) -> Option<std::fs::FileType> {
     }
 }
 
-/// The name of a special file's kind; `None` for a directory or a regular file.
-fn special_kind(t: &std::fs::FileType) -> Option<&'static str> {
-    if t.is_dir() || t.is_file() {
-        return None;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        Some(if t.is_fifo() {
-            "fifo"
-        } else if t.is_socket() {
-            "socket"
-        } else if t.is_block_device() {
-            "block device"
-        } else if t.is_char_device() {
-            "character device"
-        } else {
-            "other"
-        })
-    }
-    #[cfg(not(unix))]
-    Some("other")
-}
-
 /// A directory's identity: device and inode, so a directory reached twice (through a
 /// symlink, or a symlink loop such as `loop -> ..`) is walked once.
 #[cfg(unix)]
@@ -156,7 +132,9 @@ pub fn walk(dir: &Path) -> std::io::Result<Listing> {
                     }
                     continue;
                 }
-                if let Some(k) = special_kind(t) {
+                if let Some(k) =
+                    crate::load::SpecialFile::of(t).map(crate::load::SpecialFile::label)
+                {
                     special.push(Special {
                         file: p,
                         kind: k.to_string(),
