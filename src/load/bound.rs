@@ -39,3 +39,16 @@ pub(crate) fn exceeded(
         allowed: allowed(read) as u64,
     }
 }
+
+/// The room left under the bound when `held` bytes are held after `read` bytes of input,
+/// or the error that names the place (`offset`, `place`) where the bound was passed.
+pub(crate) fn room(
+    held: usize,
+    read: usize,
+    offset: Option<u64>,
+    place: &str,
+) -> Result<usize, crate::error::LoadErrorKind> {
+    allowed(read)
+        .checked_sub(held)
+        .ok_or_else(|| exceeded(offset, place, held, read))
+}

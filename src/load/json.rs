@@ -199,16 +199,8 @@ pub(crate) fn decode<'a>(
 /// JSON, and leaves the builder room for the rest.
 fn check(heap: &Heap, builder: &mut Builder, input_len: usize) -> Result<(), LoadErrorKind> {
     let held = heap.held_bytes() + builder.held_bytes();
-    let limit = super::bound::allowed(input_len);
-    if held > limit {
-        return Err(super::bound::exceeded(
-            None,
-            "the JSON values",
-            held,
-            input_len,
-        ));
-    }
-    builder.set_room(limit - held);
+    let room = super::bound::room(held, input_len, None, "the JSON values")?;
+    builder.set_room(room);
     Ok(())
 }
 

@@ -514,11 +514,8 @@ impl<'a> Machine<'a> {
             let live = held.saturating_sub(self.heap.free_slot_bytes());
             self.collect_at = held + COLLECT_FLOOR.max(live);
         }
-        let total = held + absorb.held_bytes();
-        if total > limit {
-            return Err(super::bound::exceeded(Some(at as u64), "", total, read));
-        }
-        absorb.set_room(limit - total);
+        let room = super::bound::room(held + absorb.held_bytes(), read, Some(at as u64), "")?;
+        absorb.set_room(room);
         Ok(())
     }
 
