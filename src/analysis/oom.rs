@@ -11,8 +11,8 @@ use super::point::{self, At};
 use super::top;
 use crate::attribute::{Attributor, Site};
 use crate::model::size::round_up_to_granule;
-use crate::model::{Action, BlockState, DeviceView, Snapshot, flags};
-use crate::replay::{AllocatorState, Replay, block_stack};
+use crate::model::{Action, DeviceView, Snapshot, flags};
+use crate::replay::{AllocatorState, Replay};
 use crate::windows::Windows;
 
 /// The devices whose trace has an `oom` event, in index order.
@@ -69,6 +69,10 @@ pub struct PoolFree {
 pub struct Holder {
     /// Where the memory was allocated.
     pub site: Site,
+    /// The role of most of its bytes.
+    pub role: String,
+    /// Its bytes by role, largest first.
+    pub roles: Vec<super::top::RoleBytes>,
     /// Live requested bytes.
     pub bytes: u64,
     /// Allocations.
@@ -252,39 +256,14 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
                 .into_iter()
                 .map(|x| Holder {
                     site: x.site,
+                    role: x.role,
+                    roles: x.roles,
                     bytes: x.bytes,
                     blocks: x.blocks,
                 })
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Who holds memory at the end, from the final segments' active blocks (what the program
-/// still holds: allocated and pending free), by `attr`'s key, largest first.
-fn holders_at_end(dev: &DeviceView, attr: &mut Attributor) -> Vec<Holder> {
-    let held = dev
-        .segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| {
-            matches!(
-                b.state,
-                BlockState::ActiveAllocated
-                    | BlockState::ActivePendingFree
-                    | BlockState::ActiveAwaitingFree
-            )
-        })
-        .map(|b| (block_stack(b), b.requested_bytes()));
-    top::grouped(held, attr)
-        .into_iter()
-        .take(10)
-        .map(|(k, bytes, blocks)| Holder {
-            site: attr.site(k).clone(),
-            bytes,
-            blocks,
-        })
-        .collect()
 }
 
 /// The figures of `state` for the request `oom`, with its holders and what grew before;
@@ -330,12 +309,17 @@ fn from_state(
     r
 }
 
-/// The explanation of a device without an `oom` event, from the file's final state
-/// alone (no replay of the trace): its memory at the end and who holds it. Growth per
-/// window is `leaks`' question.
-pub fn explain_end(snap: &Snapshot, dev: &DeviceView, attr: &mut Attributor) -> DeviceOom {
+/// The explanation of a device without an `oom` event, from the file's final state: its
+/// memory at the end and who holds it (the replay names their roles). Growth per window
+/// is `leaks`' question.
+pub fn explain_end(
+    snap: &Snapshot,
+    dev: &DeviceView,
+    replay: &Replay,
+    attr: &mut Attributor,
+) -> DeviceOom {
     let state = AllocatorState::at_end(dev);
-    let holders = holders_at_end(dev, attr);
+    let holders = holders(snap, replay, attr, false);
     from_state(
         snap,
         dev,

@@ -4,16 +4,29 @@
 use serde::Serialize;
 
 use super::point::Point;
+use crate::attribute::roles::RoleId;
 use crate::attribute::{Attributor, Site};
-use crate::model::StackId;
 use crate::model::size::sum_sizes;
 use crate::replay::Replay;
+
+/// The bytes of one role in a group.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RoleBytes {
+    /// The role's name.
+    pub role: String,
+    /// Its live requested bytes in the group.
+    pub bytes: u64,
+}
 
 /// One group of live allocations.
 #[derive(Clone, Debug, Serialize)]
 pub struct TopRow {
-    /// Where the memory comes from.
+    /// Where the memory comes from (under `--by role`: the role, as a label).
     pub site: Site,
+    /// The role of most of its bytes (the role itself under `--by role`).
+    pub role: String,
+    /// Its bytes by role, largest first.
+    pub roles: Vec<RoleBytes>,
     /// Live requested bytes.
     pub bytes: u64,
     /// Fraction of the live bytes at this point.
@@ -50,45 +63,96 @@ pub struct DeviceTop {
     pub rest: Rest,
 }
 
-/// `(key, bytes, allocations)` of `(stack, bytes)` allocations grouped by `attr`'s key
-/// (those it leaves out skipped), largest first; ties by label so the order is stable.
-pub(crate) fn grouped(
-    allocations: impl Iterator<Item = (StackId, u64)>,
-    attr: &mut Attributor,
-) -> Vec<(u32, u64, u64)> {
-    let mut sums: Vec<(u64, u64)> = Vec::new();
-    for (stack, bytes) in allocations {
-        let Some(k) = attr.key(stack) else { continue };
-        let k = k as usize;
-        if sums.len() <= k {
-            sums.resize(k + 1, (0, 0));
-        }
-        sums[k].0 = sums[k].0.saturating_add(bytes);
-        sums[k].1 += 1;
+/// Live allocations of one key.
+pub(crate) struct Group {
+    /// The key.
+    pub key: u32,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Their number.
+    pub blocks: u64,
+    /// Their bytes per role, largest first.
+    pub roles: Vec<(RoleId, u64)>,
+}
+
+impl Group {
+    /// The role of most of the bytes, and the bytes by role, named.
+    pub fn named_roles(&self, attr: &Attributor) -> (String, Vec<RoleBytes>) {
+        let name = |r: RoleId| {
+            attr.roles()
+                .map_or("unknown", |m| m.name(r))
+                .to_string()
+        };
+        let roles: Vec<RoleBytes> = self
+            .roles
+            .iter()
+            .map(|&(r, bytes)| RoleBytes { role: name(r), bytes })
+            .collect();
+        let first = roles
+            .first()
+            .map_or_else(|| "unknown".to_string(), |r| r.role.clone());
+        (first, roles)
     }
-    let mut groups: Vec<(u32, u64, u64)> = sums
+}
+
+/// The live allocations `(lifetime index, bytes)` grouped by `attr`'s key (those it
+/// leaves out skipped), largest first; ties by label so the order is stable.
+pub(crate) fn grouped(
+    replay: &Replay,
+    live: impl Iterator<Item = usize>,
+    attr: &mut Attributor,
+) -> Vec<Group> {
+    let mut sums: Vec<(u64, u64)> = Vec::new();
+    // (key, role) -> bytes, for the role breakdown of each row.
+    let mut by_role: Vec<(u32, RoleId, u64)> = Vec::new();
+    for i in live {
+        let l = &replay.lifetimes[i];
+        let Some(k) = attr.key_of(i, l) else { continue };
+        let ku = k as usize;
+        if sums.len() <= ku {
+            sums.resize(ku + 1, (0, 0));
+        }
+        sums[ku].0 = sums[ku].0.saturating_add(l.bytes);
+        sums[ku].1 += 1;
+        by_role.push((k, attr.role(i), l.bytes));
+    }
+    by_role.sort_unstable_by_key(|&(k, r, _)| (k, r));
+    let mut roles_of: Vec<Vec<(RoleId, u64)>> = vec![Vec::new(); sums.len()];
+    for (k, r, b) in by_role {
+        let v = &mut roles_of[k as usize];
+        match v.last_mut() {
+            Some(last) if last.0 == r => last.1 = last.1.saturating_add(b),
+            _ => v.push((r, b)),
+        }
+    }
+    let mut groups: Vec<Group> = sums
         .iter()
+        .zip(roles_of)
         .enumerate()
-        .filter(|(_, s)| s.1 > 0)
-        .map(|(k, s)| (k as u32, s.0, s.1))
+        .filter(|(_, (s, _))| s.1 > 0)
+        .map(|(k, (s, mut roles))| {
+            roles.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            Group {
+                key: k as u32,
+                bytes: s.0,
+                blocks: s.1,
+                roles,
+            }
+        })
         .collect();
     groups.sort_by(|a, b| {
-        b.1.cmp(&a.1)
-            .then_with(|| attr.site(a.0).label.cmp(&attr.site(b.0).label))
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| attr.site(a.key).label.cmp(&attr.site(b.key).label))
     });
     groups
 }
 
 /// Groups the allocations live at `point` by `attr`'s key; `limit` rows, the rest summed.
 pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -> DeviceTop {
-    let groups = grouped(
-        replay
-            .live_set(point.event_index)
-            .map(|l| (l.stack, l.bytes)),
-        attr,
-    );
-    let total_bytes = sum_sizes(groups.iter().map(|g| g.1));
-    let total_blocks: u64 = groups.iter().map(|g| g.2).sum();
+    let groups = grouped(replay, replay.live_indices(point.event_index), attr);
+    let total_bytes = sum_sizes(groups.iter().map(|g| g.bytes));
+    let total_blocks: u64 = groups.iter().map(|g| g.blocks).sum();
     // The groups add up to the live bytes (less with `--focus`); where an impossible
     // file's sizes stopped a count at the top they may not, and a share is still of the
     // larger whole, never above 1.
@@ -102,18 +166,21 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
     };
     let mut rest = Rest::default();
     let mut rows = Vec::new();
-    for (i, (k, bytes, blocks)) in groups.into_iter().enumerate() {
+    for (i, g) in groups.into_iter().enumerate() {
         if i < limit {
+            let (role, roles) = g.named_roles(attr);
             rows.push(TopRow {
-                site: attr.site(k).clone(),
-                bytes,
-                share: share(bytes),
-                blocks,
+                site: attr.site(g.key).clone(),
+                role,
+                roles,
+                bytes: g.bytes,
+                share: share(g.bytes),
+                blocks: g.blocks,
             });
         } else {
             rest.keys += 1;
-            rest.bytes = rest.bytes.saturating_add(bytes);
-            rest.blocks += blocks;
+            rest.bytes = rest.bytes.saturating_add(g.bytes);
+            rest.blocks += g.blocks;
         }
     }
     DeviceTop {

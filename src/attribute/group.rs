@@ -25,11 +25,14 @@ pub enum GroupBy {
     File,
     /// The site's function (`file:function`).
     Function,
+    /// The memory's role: parameter, gradient, optimizer state, activation, temporary,
+    /// untraced, unknown, or a user's (see [`crate::attribute::roles`]).
+    Role,
 }
 
 /// A `--by` value that is not one of the groupings.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: group by site, user, stack, file or function")]
+#[error("`{0}`: group by site, user, stack, file, function or role")]
 pub struct GroupByError(pub String);
 
 impl GroupBy {
@@ -41,6 +44,7 @@ impl GroupBy {
             GroupBy::Stack => "stack",
             GroupBy::File => "file",
             GroupBy::Function => "function",
+            GroupBy::Role => "role",
         }
     }
 }
@@ -55,6 +59,7 @@ impl FromStr for GroupBy {
             "stack" => GroupBy::Stack,
             "file" => GroupBy::File,
             "function" => GroupBy::Function,
+            "role" => GroupBy::Role,
             _ => return Err(GroupByError(s.to_string())),
         })
     }

@@ -6,6 +6,7 @@
 //! attributing millions of allocations costs a lookup each.
 
 mod filters;
+pub mod roles;
 mod group;
 mod site;
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use crate::model::fxhash::FastMap;
 use crate::model::{FrameId, Snapshot, StackId};
+use crate::replay::Lifetime;
 
 pub use filters::{FrameFilters, is_python};
 pub use group::{GroupBy, GroupByError};
@@ -47,6 +49,8 @@ pub struct Attributor<'s> {
     cache: Vec<u32>,
     keys: Vec<Site>,
     key_index: FastMap<Site, u32>,
+    /// The role of each allocation of the device, once classified.
+    roles: Option<roles::RoleMap>,
 }
 
 impl<'s> Attributor<'s> {
@@ -64,7 +68,54 @@ impl<'s> Attributor<'s> {
             cache: Vec::new(),
             keys: Vec::new(),
             key_index: FastMap::default(),
+            roles: None,
         }
+    }
+
+    /// Gives the attributor the roles of its device's allocations (the lifetimes of the
+    /// replay they were classified on); `--by role` and every role column read them.
+    pub fn set_roles(&mut self, map: roles::RoleMap) {
+        if self.by == GroupBy::Role {
+            // Keys are the role ids, so a role's key is its id.
+            self.keys = map
+                .rules()
+                .names()
+                .iter()
+                .map(|n| Site::label_only(n.clone()))
+                .collect();
+        }
+        self.roles = Some(map);
+    }
+
+    /// The roles, when classified.
+    pub fn roles(&self) -> Option<&roles::RoleMap> {
+        self.roles.as_ref()
+    }
+
+    /// The role name of lifetime `i` (`unknown` before roles are classified).
+    pub fn role_name(&self, i: usize) -> &str {
+        self.roles
+            .as_ref()
+            .map_or(roles::Role::Unknown.name(), |m| m.name(m.role(i)))
+    }
+
+    /// The role id of lifetime `i` (`unknown` before roles are classified).
+    pub fn role(&self, i: usize) -> roles::RoleId {
+        self.roles
+            .as_ref()
+            .map_or(roles::Role::Unknown.id(), |m| m.role(i))
+    }
+
+    /// The key of lifetime `i` (`l`) of the replay: its role under `--by role`, else the
+    /// key of its stack; `None` when `--focus` leaves it out.
+    pub fn key_of(&mut self, i: usize, l: &Lifetime) -> Option<u32> {
+        if self.by != GroupBy::Role {
+            return self.key(l.stack);
+        }
+        if self.classes.focus && !self.in_focus(l.stack) {
+            return None;
+        }
+        Some(self.role(i).0 as u32)
     }
 
     /// The grouping.
@@ -116,7 +167,9 @@ impl<'s> Attributor<'s> {
         let frames = self.filtered(stack);
         let of = |f: FrameId| Site::of_frame(snap, snap.frames.get(f));
         match self.by {
-            GroupBy::Site => self
+            // A stack alone has no role; where only a stack is known (a freeing site) it
+            // is named by its call site.
+            GroupBy::Site | GroupBy::Role => self
                 .site_frame(&frames)
                 .map_or_else(|| Site::label_only(NO_FRAME), of),
             GroupBy::User => frames

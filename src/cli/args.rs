@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use crate::analysis::At;
+use std::sync::Arc;
+
+use crate::attribute::roles::RoleRules;
 use crate::attribute::{FrameFilters, GroupBy};
 use crate::session::{DeviceSelection, Options};
 use crate::windows::{WindowSpec, Within};
@@ -375,7 +378,8 @@ pub struct WindowArgs {
 #[derive(clap::Args)]
 pub struct GroupArgs {
     /// Group by site (innermost Python frame; the default), user (first frame of your code),
-    /// stack, file or function
+    /// stack, file, function or role (parameter, gradient, optimizer_state, activation,
+    /// temporary, untraced, unknown, or yours from --roles)
     #[arg(long, default_value = "site")]
     pub by: GroupBy,
     /// Frames of your own code (for --by user), as a regex on file:line:function
@@ -397,6 +401,17 @@ pub struct FilterArgs {
     /// Keep the interpreter and dispatcher frames PyTorch's viewer hides
     #[arg(long)]
     pub keep_internal: bool,
+    /// Your own memory roles: a TOML file with a [roles] table ("regex on file:line:function" = "role"), tried before the built-in rules (docs/roles.md)
+    #[arg(long, value_name = "FILE", value_parser = roles_file)]
+    pub roles: Option<Arc<RoleRules>>,
+}
+
+/// Reads and compiles a `--roles` file.
+fn roles_file(path: &str) -> Result<Arc<RoleRules>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    RoleRules::from_toml(&text)
+        .map(Arc::new)
+        .map_err(|e| format!("{path}: {e}"))
 }
 
 impl FilterArgs {
@@ -428,5 +443,8 @@ pub fn options(
         o.by = g.by;
     }
     o.filters = filters.filters(group.and_then(|g| g.user_code.as_ref()));
+    if let Some(r) = &filters.roles {
+        o.roles = Arc::clone(r);
+    }
     o
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device};
-use crate::analysis::top::DeviceTop;
+use crate::analysis::top::{DeviceTop, RoleBytes};
 use crate::session::TopReport;
 
 /// Renders the report: a table per device, then the devices where the point does not
@@ -26,6 +26,16 @@ fn share(part: u64, whole: u64) -> String {
     }
 }
 
+/// The role cell of a row: its role, with the role's share of the row when the row's
+/// memory has several roles (`activation 85%`).
+pub fn role_cell(roles: &[RoleBytes], total: u64) -> String {
+    match roles {
+        [] => String::new(),
+        [only] => only.role.clone(),
+        [first, ..] => format!("{} {}", first.role, share(first.bytes, total)),
+    }
+}
+
 /// One device's table.
 pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     let mut o = String::new();
@@ -42,38 +52,63 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
     // Shares are of the larger of the live bytes and the rows' sum, as in the report's
     // rows (they differ only where an impossible file's sizes stopped a count at the top).
     let whole = r.at.requested_bytes.max(r.total_bytes);
-    let mut t = Table::new(&[
+    // Under `--by role` the key is the role: no second role column.
+    let with_role = by != "role";
+    let mut columns = vec![
         ("bytes", Align::Right),
         ("share", Align::Right),
         ("blocks", Align::Right),
-        (by, Align::Left),
-    ]);
+    ];
+    if with_role {
+        columns.push(("role", Align::Left));
+    }
+    columns.push((by, Align::Left));
+    let mut t = Table::new(&columns);
+    let push = |t: &mut Table, mut cells: Vec<String>, role: String| {
+        if with_role {
+            cells.insert(3, role);
+        }
+        t.row(cells);
+    };
     for row in &r.rows {
-        t.row([
-            bytes(row.bytes),
-            format!("{:.1}%", row.share * 100.0),
-            count(row.blocks),
-            row.site.label.clone(),
-        ]);
+        push(
+            &mut t,
+            vec![
+                bytes(row.bytes),
+                format!("{:.1}%", row.share * 100.0),
+                count(row.blocks),
+                row.site.label.clone(),
+            ],
+            role_cell(&row.roles, row.bytes),
+        );
     }
     if r.rest.keys > 0 {
-        t.row([
-            bytes(r.rest.bytes),
-            if whole == 0 {
-                "0.0%".into()
-            } else {
-                share(r.rest.bytes, whole)
-            },
-            count(r.rest.blocks),
-            format!("({} more)", count(r.rest.keys)),
-        ]);
+        let rest_share = if whole == 0 {
+            "0.0%".into()
+        } else {
+            share(r.rest.bytes, whole)
+        };
+        push(
+            &mut t,
+            vec![
+                bytes(r.rest.bytes),
+                rest_share,
+                count(r.rest.blocks),
+                format!("({} more)", count(r.rest.keys)),
+            ],
+            String::new(),
+        );
     }
-    t.row([
-        bytes(r.total_bytes),
-        share(r.total_bytes, whole),
-        count(r.total_blocks),
-        "total".into(),
-    ]);
+    push(
+        &mut t,
+        vec![
+            bytes(r.total_bytes),
+            share(r.total_bytes, whole),
+            count(r.total_blocks),
+            "total".into(),
+        ],
+        String::new(),
+    );
     o.push_str(&t.render(style));
     o
 }

@@ -232,6 +232,15 @@ impl Replay {
     pub fn live_set(&self, i: Option<u32>) -> impl Iterator<Item = &Lifetime> {
         self.lifetimes.iter().filter(move |l| l.alive_after(i))
     }
+
+    /// Indices (into [`Replay::lifetimes`]) of the allocations alive after event `i`.
+    pub fn live_indices(&self, i: Option<u32>) -> impl Iterator<Item = usize> + '_ {
+        self.lifetimes
+            .iter()
+            .enumerate()
+            .filter(move |(_, l)| l.alive_after(i))
+            .map(|(k, _)| k)
+    }
 }
 
 /// The stack a block was allocated at: its `frames`, else its first history entry's.

@@ -36,7 +36,7 @@ use crate::analysis::point::{self, At, Point};
 
 use crate::analysis::summary::{self, Summary};
 use crate::analysis::{segments, top, tree};
-use crate::attribute::{Attributor, Classification};
+use crate::attribute::Classification;
 use crate::load::{LoadOptions, load_path};
 use crate::model::Snapshot;
 use crate::replay::{AllocatorState, Consistency};
@@ -311,8 +311,8 @@ impl Session {
     }
 
     /// `oom`: why an allocation failed on each device with an `oom` event, with what grew
-    /// in the windows before. A file without one is answered from its final state alone
-    /// (each selected device's memory at the end and who holds it), without replaying it.
+    /// in the windows before. A file without one is answered from its final state (each
+    /// selected device's memory at the end and who holds it, with their roles).
     pub fn oom(&self, opts: &Options) -> Result<OomReport, SessionError> {
         let sel = self.select(opts.devices)?;
         let failed: Vec<i64> = oom::oom_devices(&self.snap)
@@ -320,19 +320,10 @@ impl Session {
             .filter(|d| sel.devices.contains(d))
             .collect();
         if failed.is_empty() {
-            let classes = Classification::new(&self.snap, &opts.filters);
-            let views: Vec<_> = self
-                .snap
-                .devices()
-                .into_iter()
-                .filter(|v| sel.devices.contains(&v.device))
-                .collect();
-            let devices = views
-                .into_par_iter()
-                .map(|v| {
-                    let mut attr = Attributor::with(&self.snap, opts.by, &classes);
-                    oom::explain_end(&self.snap, &v, &mut attr)
-                })
+            let mut runs = self.runs_of(&sel.devices, opts);
+            let devices = runs
+                .par_iter_mut()
+                .map(|r| oom::explain_end(&self.snap, &r.view, &r.replay, &mut r.attr))
                 .collect();
             return Ok(self.per_device(schema::OOM, devices, sel.idle));
         }

@@ -5,7 +5,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::sync::Arc;
+
 use crate::analysis::LeakOptions;
+use crate::attribute::roles::RoleRules;
 use crate::attribute::{FrameFilters, GroupBy};
 use crate::windows::{WindowSpec, Within};
 
@@ -77,4 +80,6 @@ pub struct Options {
     pub filters: FrameFilters,
     /// The leak finder's options.
     pub leaks: LeakOptions,
+    /// The role rules: the user's `[roles]` before the built-in ones.
+    pub roles: Arc<RoleRules>,
 }

@@ -5,7 +5,7 @@ use crate::analysis::LeakOptions;
 use crate::analysis::leaks;
 use crate::analysis::oom::{self, DeviceOom};
 use crate::analysis::point::{At, Point, point_after};
-use crate::attribute::{Attributor, Classification};
+use crate::attribute::{Attributor, Classification, roles};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{self, Replay};
 use crate::windows::{self, WindowSpec, Windows, Within};
@@ -37,9 +37,12 @@ impl<'s> DeviceRun<'s> {
         opts: &Options,
         classes: &Classification,
     ) -> DeviceRun<'s> {
+        let replay = replay::replay(&view);
+        let mut attr = Attributor::with(snap, opts.by, classes);
+        attr.set_roles(roles::classify(snap, view.trace, &replay, &opts.roles));
         DeviceRun {
-            replay: replay::replay(&view),
-            attr: Attributor::with(snap, opts.by, classes),
+            replay,
+            attr,
             view,
             leak_options: opts.leaks.clone(),
             spec: opts.windows.clone(),

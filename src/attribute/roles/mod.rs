@@ -1,0 +1,412 @@
+//! Memory roles: what an allocation *is* (a parameter, a gradient, optimizer state, an
+//! activation, a temporary, untraced memory), decided from what a snapshot holds: the
+//! allocating stack, the freeing stack when recorded, the lifetime, and the phase of the
+//! step each event runs in ([`phase`]). The rules are data ([`RULES`]), first match
+//! wins, after the user's own (`[roles]` in leakscope.toml: a regex on frames -> a role
+//! name). docs/roles.md explains each rule and its limits.
+//!
+//! ```
+//! use leakscope::attribute::roles::{Role, RoleRules};
+//! let rules = RoleRules::from_toml("[roles]\n'kv_cache\\.py' = 'kv_cache'\n").unwrap();
+//! assert_eq!(rules.name(Role::Gradient.id()), "gradient");
+//! assert_eq!(rules.id("kv_cache").map(|r| rules.name(r)), Some("kv_cache"));
+//! ```
+
+mod marks;
+mod phase;
+mod rules;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::model::{Snapshot, StackId, Trace};
+use crate::replay::Replay;
+
+pub use marks::{Mark, Marks};
+pub use phase::{Phase, Phases, Recorded};
+pub use rules::{Kept, RULES, Rule, When};
+
+use marks::StackMarks;
+
+/// A built-in role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// Model weights and buffers (flat parameters too).
+    Parameter,
+    /// Gradients: made in backward and kept past it.
+    Gradient,
+    /// Optimizer state kept across steps.
+    OptimizerState,
+    /// Made in a forward and kept past it: saved for backward, or outputs kept.
+    Activation,
+    /// Made and freed inside one phase.
+    Temporary,
+    /// Live memory no trace event explains (made before recording began).
+    Untraced,
+    /// What no rule decides (the rule that gave up says why).
+    Unknown,
+}
+
+impl Role {
+    /// Every built-in role, in the order reports list them.
+    pub const ALL: [Role; 7] = [
+        Role::Parameter,
+        Role::Gradient,
+        Role::OptimizerState,
+        Role::Activation,
+        Role::Temporary,
+        Role::Untraced,
+        Role::Unknown,
+    ];
+
+    /// The name reports and budgets use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Parameter => "parameter",
+            Role::Gradient => "gradient",
+            Role::OptimizerState => "optimizer_state",
+            Role::Activation => "activation",
+            Role::Temporary => "temporary",
+            Role::Untraced => "untraced",
+            Role::Unknown => "unknown",
+        }
+    }
+
+    /// Its id (built-in roles come first in every [`RoleRules`]).
+    pub fn id(self) -> RoleId {
+        RoleId(self as u8)
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Role {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Role, ()> {
+        Role::ALL.into_iter().find(|r| r.name() == s).ok_or(())
+    }
+}
+
+/// A role of a [`RoleRules`]: a built-in one or a user's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct RoleId(pub u8);
+
+/// A `[roles]` table that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RolesError {
+    /// Not TOML, or `[roles]` is not a table of strings.
+    #[error("roles: {0}")]
+    Syntax(String),
+    /// A pattern that is not a regular expression.
+    #[error("roles: `{pattern}` is not a regular expression: {reason}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// The regex crate's words.
+        reason: String,
+    },
+    /// A role name that is empty or not `[a-z0-9_]`.
+    #[error("roles: `{0}` is not a role name (use lower-case letters, digits and _)")]
+    Name(String),
+    /// More rules than a role id holds.
+    #[error("roles: {0} rules; at most 200")]
+    TooMany(usize),
+}
+
+/// One user rule: an allocation with a frame whose `file:line:function` matches takes
+/// the role.
+#[derive(Clone, Debug)]
+struct UserRule {
+    pattern: Regex,
+    role: RoleId,
+}
+
+/// The rules a session classifies with: the user's (first) and the built-in ones, and the
+/// names of every role they give.
+#[derive(Clone, Debug)]
+pub struct RoleRules {
+    user: Vec<UserRule>,
+    names: Vec<String>,
+}
+
+impl Default for RoleRules {
+    fn default() -> RoleRules {
+        RoleRules {
+            user: Vec::new(),
+            names: Role::ALL.iter().map(|r| r.name().to_string()).collect(),
+        }
+    }
+}
+
+impl RoleRules {
+    /// The rules of a TOML text's `[roles]` table (`"regex" = "role"`, in file order);
+    /// a text without the table gives the built-in rules alone.
+    pub fn from_toml(text: &str) -> Result<RoleRules, RolesError> {
+        let doc: toml::Table = toml::from_str(text).map_err(|e| RolesError::Syntax(e.to_string()))?;
+        let mut rules = RoleRules::default();
+        let Some(table) = doc.get("roles") else {
+            return Ok(rules);
+        };
+        let table = table
+            .as_table()
+            .ok_or_else(|| RolesError::Syntax("`roles` must be a table of \"regex\" = \"role\"".into()))?;
+        if table.len() > 200 {
+            return Err(RolesError::TooMany(table.len()));
+        }
+        for (pattern, role) in table {
+            let role = role.as_str().ok_or_else(|| {
+                RolesError::Syntax(format!("`{pattern}`: the role must be a string"))
+            })?;
+            rules.push(pattern, role)?;
+        }
+        Ok(rules)
+    }
+
+    /// Adds a rule after the user rules so far.
+    pub fn push(&mut self, pattern: &str, role: &str) -> Result<(), RolesError> {
+        let valid = !role.is_empty()
+            && role
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(RolesError::Name(role.to_string()));
+        }
+        let pattern_re = Regex::new(pattern).map_err(|e| RolesError::Pattern {
+            pattern: pattern.to_string(),
+            reason: e.to_string(),
+        })?;
+        let id = match self.id(role) {
+            Some(id) => id,
+            None => {
+                self.names.push(role.to_string());
+                RoleId((self.names.len() - 1) as u8)
+            }
+        };
+        self.user.push(UserRule {
+            pattern: pattern_re,
+            role: id,
+        });
+        Ok(())
+    }
+
+    /// The name of a role.
+    pub fn name(&self, id: RoleId) -> &str {
+        self.names.get(id.0 as usize).map_or("unknown", String::as_str)
+    }
+
+    /// The role with this name.
+    pub fn id(&self, name: &str) -> Option<RoleId> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| RoleId(i as u8))
+    }
+
+    /// Every role name, built-in ones first.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Whether the user gave rules.
+    pub fn has_user_rules(&self) -> bool {
+        !self.user.is_empty()
+    }
+}
+
+/// A rule that decided, as reports cite it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(u8);
+
+/// The role of every allocation of one device's replay.
+#[derive(Clone, Debug)]
+pub struct RoleMap {
+    rules: Arc<RoleRules>,
+    /// Per lifetime: the rule that decided (user rules first, then [`RULES`]).
+    decided: Vec<u8>,
+    /// Per lifetime: freed in a backward later than the phase it was made in.
+    freed_in_backward: Vec<bool>,
+    /// What the device's stacks record.
+    pub recorded: Recorded,
+}
+
+impl RoleMap {
+    /// The role of lifetime `i` of the replay.
+    pub fn role(&self, i: usize) -> RoleId {
+        let r = self.decided.get(i).copied().unwrap_or(u8::MAX) as usize;
+        match r.checked_sub(self.rules.user.len()) {
+            None => self.rules.user[r].role,
+            Some(b) => RULES.get(b).map_or(Role::Unknown, |r| r.role).id(),
+        }
+    }
+
+    /// The rule that decided lifetime `i`.
+    pub fn rule(&self, i: usize) -> RuleId {
+        RuleId(self.decided.get(i).copied().unwrap_or(u8::MAX))
+    }
+
+    /// The name of a rule (`user:PATTERN` for the user's).
+    pub fn rule_name(&self, r: RuleId) -> String {
+        let i = r.0 as usize;
+        match i.checked_sub(self.rules.user.len()) {
+            None => format!("user:{}", self.rules.user[i].pattern.as_str()),
+            Some(b) => RULES.get(b).map_or("unexplained", |r| r.id).to_string(),
+        }
+    }
+
+    /// Why a rule gives its role, in a line.
+    pub fn rule_doc(&self, r: RuleId) -> &'static str {
+        let i = r.0 as usize;
+        match i.checked_sub(self.rules.user.len()) {
+            None => "a frame matches a [roles] pattern",
+            Some(b) => RULES.get(b).map_or("", |r| r.doc),
+        }
+    }
+
+    /// Whether lifetime `i` was freed by a backward after the phase it was made in (an
+    /// activation freed by its backward is in flight, never kept).
+    pub fn freed_in_backward(&self, i: usize) -> bool {
+        self.freed_in_backward.get(i).copied().unwrap_or(false)
+    }
+
+    /// The rules it was made with.
+    pub fn rules(&self) -> &RoleRules {
+        &self.rules
+    }
+
+    /// The name of a role.
+    pub fn name(&self, id: RoleId) -> &str {
+        self.rules.name(id)
+    }
+}
+
+/// What one allocation shows the rules.
+struct Facts {
+    traced: bool,
+    made_by: Marks,
+    freed_by: Marks,
+    made_in: Phase,
+    kept: [bool; 5],
+}
+
+impl Facts {
+    fn kept(&self, k: Kept) -> bool {
+        self.kept[k as usize]
+    }
+}
+
+fn applies(w: &When, f: &Facts, stacks: bool) -> bool {
+    w.traced.is_none_or(|t| t == f.traced)
+        && w.stacks.is_none_or(|s| s == stacks)
+        && w.made_by.is_none_or(|m| f.made_by.has(m))
+        && w.freed_by.is_none_or(|m| f.freed_by.has(m))
+        && (w.made_in.is_empty() || w.made_in.contains(&f.made_in))
+        && w.kept.is_none_or(|k| f.kept(k))
+}
+
+/// Classifies every allocation of `replay` (a device of `snap` with trace `trace`).
+pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<RoleRules>) -> RoleMap {
+    let mut marks = StackMarks::new(snap);
+    let phases = Phases::of(trace, &mut marks);
+    let stacks = phases.recorded.alloc_stacks;
+    let nuser = rules.user.len();
+    // Per stack: the first user rule any of its frames matches (u8::MAX: none).
+    let mut user_of: Vec<u8> = Vec::new();
+    let mut user_rule = |s: StackId| -> Option<usize> {
+        if nuser == 0 {
+            return None;
+        }
+        if user_of.is_empty() {
+            user_of = vec![u8::MAX - 1; snap.stacks.len()];
+        }
+        let slot = user_of.get(s.index()).copied().unwrap_or(u8::MAX - 1);
+        let r = if slot == u8::MAX - 1 {
+            let frames = snap.stacks.get(s);
+            let found = rules.user.iter().position(|u| {
+                frames.iter().any(|f| {
+                    let label = crate::attribute::frame_label(snap, snap.frames.get(*f));
+                    u.pattern.is_match(&label)
+                })
+            });
+            let v = found.map_or(u8::MAX, |i| i as u8);
+            if let Some(x) = user_of.get_mut(s.index()) {
+                *x = v;
+            }
+            v
+        } else {
+            slot
+        };
+        (r != u8::MAX).then_some(r as usize)
+    };
+    let mut decided = Vec::with_capacity(replay.lifetimes.len());
+    let mut freed_in_backward = Vec::with_capacity(replay.lifetimes.len());
+    for l in &replay.lifetimes {
+        let alloc = match l.origin {
+            crate::replay::Origin::Traced(a) => Some(a),
+            _ => None,
+        };
+        let in_trace = |i: u32| (i as usize) < trace.len();
+        let freed = l.freed.filter(|&f| in_trace(f));
+        let fib = match (alloc, freed) {
+            (Some(a), Some(f)) if in_trace(a) => {
+                phases.phase[f as usize] == Phase::Backward
+                    && phases.span[a as usize] != phases.span[f as usize]
+            }
+            _ => false,
+        };
+        freed_in_backward.push(fib);
+        if let Some(u) = user_rule(l.stack) {
+            decided.push(u as u8);
+            continue;
+        }
+        let facts = match alloc.filter(|&a| in_trace(a)) {
+            None => Facts {
+                traced: false,
+                made_by: Marks::default(),
+                freed_by: Marks::default(),
+                made_in: Phase::Other,
+                kept: [false; 5],
+            },
+            Some(a) => {
+                let ai = a as usize;
+                let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);
+                let freed_by = l
+                    .free_stack(trace)
+                    .map_or(Marks::default(), |s| marks.of(s));
+                let mut kept = [false; 5];
+                kept[Kept::InPhase as usize] = in_phase;
+                kept[Kept::BeyondPhase as usize] = !in_phase;
+                kept[Kept::FreedInBackward as usize] = fib;
+                kept[Kept::AcrossBackward as usize] =
+                    !in_phase && phases.backward_between(a, freed);
+                kept[Kept::FromStart as usize] =
+                    l.freed.is_none() && phases.first_work.is_some_and(|w| a < w);
+                Facts {
+                    traced: true,
+                    made_by: marks.of(l.stack),
+                    freed_by,
+                    made_in: phases.phase[ai],
+                    kept,
+                }
+            }
+        };
+        let b = RULES
+            .iter()
+            .position(|r| applies(&r.when, &facts, stacks))
+            .unwrap_or(RULES.len() - 1);
+        decided.push((nuser + b) as u8);
+    }
+    RoleMap {
+        rules: Arc::clone(rules),
+        decided,
+        freed_in_backward,
+        recorded: phases.recorded,
+    }
+}

@@ -1,0 +1,177 @@
+//! The phase each event of a device's trace runs in (forward, backward, optimizer step,
+//! model set-up, other), and the runs of one phase ("spans") that lifetimes are measured
+//! against: a tensor made in a forward and freed before that forward ends is scratch, one
+//! that outlives it was kept.
+//!
+//! An event's own stack decides when it says something: an allocation always does (an
+//! empty stack on a file whose allocations carry Python frames is the autograd engine's
+//! thread, which has none), a free does when the file records free stacks. The rest (frees
+//! recorded without stacks, segment events) take the phase of the last event that said
+//! one, when the events around them agree: a free recorded without a stack happens where
+//! the program was, between two allocations of one phase; at a boundary between phases it
+//! is counted in neither (`Other`), so a free at the end of a backward is not taken for
+//! one made by it.
+
+use serde::Serialize;
+
+use crate::model::{Action, StackId, Trace};
+
+use super::marks::{Mark, Marks, StackMarks};
+
+/// Where in a training step an event happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Phase {
+    /// Outside the phases below: the training loop, data, communication.
+    Other = 0,
+    /// A module's forward.
+    Forward = 1,
+    /// Backward (the autograd engine).
+    Backward = 2,
+    /// The optimizer step (and `zero_grad`).
+    Optimizer = 3,
+    /// Model set-up: construction, `.to()`, loading, flat parameters.
+    Setup = 4,
+}
+
+impl Phase {
+    /// The phase a stack's marks say, by precedence: backward (a forward recomputed in
+    /// backward belongs to backward), the optimizer, set-up, forward.
+    pub fn of(m: Marks) -> Phase {
+        if m.has(Mark::Backward) {
+            Phase::Backward
+        } else if m.has(Mark::Optimizer) || m.has(Mark::ZeroGrad) {
+            Phase::Optimizer
+        } else if m.has(Mark::Setup) {
+            Phase::Setup
+        } else if m.has(Mark::Forward) {
+            Phase::Forward
+        } else {
+            Phase::Other
+        }
+    }
+}
+
+/// What the stacks of a device's trace can say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// Some allocation carries frames (`context` recorded allocations).
+    pub alloc_stacks: bool,
+    /// Some free carries frames (`context="all"`).
+    pub free_stacks: bool,
+}
+
+impl Recorded {
+    /// What `trace` records.
+    pub fn of(trace: &Trace) -> Recorded {
+        let mut r = Recorded {
+            alloc_stacks: false,
+            free_stacks: false,
+        };
+        for (a, s) in trace.action.iter().zip(&trace.stack) {
+            if *s == StackId::EMPTY {
+                continue;
+            }
+            if *a == Action::ALLOC {
+                r.alloc_stacks = true;
+            } else if a.frees() || *a == Action::FREE_REQUESTED {
+                r.free_stacks = true;
+            }
+            if r.alloc_stacks && r.free_stacks {
+                break;
+            }
+        }
+        r
+    }
+}
+
+/// The phase of every event and the span (run of one phase) it belongs to.
+pub struct Phases {
+    /// Phase per event.
+    pub phase: Vec<Phase>,
+    /// Span number per event: it grows by one where the phase changes.
+    pub span: Vec<u32>,
+    /// The first event of each backward span, ascending.
+    pub backward_starts: Vec<u32>,
+    /// The first event in a forward or backward (`None`: the trace has neither).
+    pub first_work: Option<u32>,
+    /// What the trace's stacks record.
+    pub recorded: Recorded,
+}
+
+impl Phases {
+    /// The phases of `trace`'s events, marks read through `marks`.
+    pub(crate) fn of(trace: &Trace, marks: &mut StackMarks) -> Phases {
+        let recorded = Recorded::of(trace);
+        let n = trace.len();
+        let said = |i: usize, marks: &mut StackMarks| -> Option<Phase> {
+            let a = trace.action[i];
+            let s = trace.stack[i];
+            let is_free = a.frees() || a == Action::FREE_REQUESTED;
+            if a == Action::ALLOC && recorded.alloc_stacks || is_free && recorded.free_stacks {
+                // Without Python frames: the engine's thread (C++ stacks name it).
+                if s == StackId::EMPTY {
+                    return Some(Phase::Backward);
+                }
+                return Some(Phase::of(marks.of(s)));
+            }
+            None
+        };
+        let said: Vec<Option<Phase>> = (0..n).map(|i| said(i, marks)).collect();
+        // The next event that said a phase, from each event on.
+        let mut next: Vec<Option<Phase>> = vec![None; n + 1];
+        for i in (0..n).rev() {
+            next[i] = said[i].or(next[i + 1]);
+        }
+        let mut phase = Vec::with_capacity(n);
+        let mut prev: Option<Phase> = None;
+        for i in 0..n {
+            let p = match (said[i], prev, next[i]) {
+                (Some(p), _, _) => p,
+                // Between two events of one phase: that phase. At a boundary the event
+                // could belong to either side, so to neither.
+                (None, Some(a), Some(b)) if a == b => a,
+                (None, Some(_), Some(_)) => Phase::Other,
+                (None, Some(a), None) | (None, None, Some(a)) => a,
+                (None, None, None) => Phase::Other,
+            };
+            if said[i].is_some() {
+                prev = said[i];
+            }
+            phase.push(p);
+        }
+        let mut span = Vec::with_capacity(n);
+        let mut backward_starts = Vec::new();
+        let mut s = 0u32;
+        for i in 0..n {
+            if i > 0 && phase[i] != phase[i - 1] {
+                s += 1;
+            }
+            if phase[i] == Phase::Backward && (i == 0 || phase[i - 1] != Phase::Backward) {
+                backward_starts.push(i as u32);
+            }
+            span.push(s);
+        }
+        let first_work = phase
+            .iter()
+            .position(|p| matches!(p, Phase::Forward | Phase::Backward))
+            .map(|i| i as u32);
+        Phases {
+            phase,
+            span,
+            backward_starts,
+            first_work,
+            recorded,
+        }
+    }
+
+    /// Whether a backward begins after event `a` and at or before event `end` (`None`:
+    /// the end of the trace).
+    pub fn backward_between(&self, a: u32, end: Option<u32>) -> bool {
+        let k = self.backward_starts.partition_point(|&s| s <= a);
+        self.backward_starts
+            .get(k)
+            .is_some_and(|&s| end.is_none_or(|e| s <= e))
+    }
+}
