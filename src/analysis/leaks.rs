@@ -17,7 +17,7 @@
 use serde::Serialize;
 
 use super::point::{At, Point, point_after};
-use super::top::{self, TopRow};
+use super::top::{self, RoleBytes, TopRow};
 use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
 use crate::model::fxhash::FastMap;
@@ -103,6 +103,10 @@ pub struct Release {
 pub struct Growth {
     /// Where the memory is allocated.
     pub site: Site,
+    /// The role of most of its survivor bytes.
+    pub role: String,
+    /// Its survivor bytes by role, largest first.
+    pub roles: Vec<RoleBytes>,
     /// What the growth is.
     pub kind: Kind,
     /// Typical survivor bytes per growing window (median).
@@ -148,6 +152,9 @@ pub struct Group {
     pub members: Vec<Site>,
     /// Σ bytes per window of the members.
     pub bytes_per_window: u64,
+    /// The roles of the members' survivor bytes, largest first (activations with
+    /// gradients: a retained autograd graph).
+    pub roles: Vec<RoleBytes>,
 }
 
 /// The windows used.
@@ -286,6 +293,39 @@ fn survivor_window(l: &Lifetime, windows: &Windows, cursor: &mut WindowCursor) -
     survives.then_some(w)
 }
 
+/// An activation freed by a backward: in flight (saved by its forward for its backward),
+/// never growth, however many windows (layers) it spans.
+fn in_flight(attr: &Attributor, li: usize) -> bool {
+    attr.roles().is_some_and(|m| {
+        m.freed_in_backward(li) && m.role(li) == crate::attribute::roles::Role::Activation.id()
+    })
+}
+
+/// The survivor bytes of `lifes` by role, named, largest first; and the first role.
+fn survivor_roles(lifes: &[usize], replay: &Replay, attr: &Attributor) -> (String, Vec<RoleBytes>) {
+    let mut by: Vec<(crate::attribute::roles::RoleId, u64)> = Vec::new();
+    for &i in lifes {
+        let r = attr.role(i);
+        let b = replay.lifetimes[i].bytes;
+        match by.iter_mut().find(|x| x.0 == r) {
+            Some(x) => x.1 = x.1.saturating_add(b),
+            None => by.push((r, b)),
+        }
+    }
+    by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let roles: Vec<RoleBytes> = by
+        .iter()
+        .map(|&(r, bytes)| RoleBytes {
+            role: attr.roles().map_or("unknown", |m| m.name(r)).to_string(),
+            bytes,
+        })
+        .collect();
+    let first = roles
+        .first()
+        .map_or_else(|| "unknown".to_string(), |r| r.role.clone());
+    (first, roles)
+}
+
 /// Allocations born in a window and alive at the end of the next one, per key.
 fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<Survivors> {
     let n = windows.len();
@@ -296,7 +336,12 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
         let Some(w) = survivor_window(l, windows, &mut cursor) else {
             continue;
         };
-        let Some(k) = attr.key(l.stack) else { continue };
+        if in_flight(attr, li) {
+            continue;
+        }
+        let Some(k) = attr.key_of(li, l) else {
+            continue;
+        };
         let k = k as usize;
         while per_key.len() <= k {
             per_key.push(Survivors {
@@ -552,14 +597,14 @@ fn release_of(
     let first_free = first.freed?;
     let burst = windows.of_event(first_free);
     let mut burst_start = first_free;
-    for l in &replay.lifetimes {
+    for (li, l) in replay.lifetimes.iter().enumerate() {
         let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
             continue;
         };
         if f < burst_start
             && windows.of_event(f) == burst
             && windows.of_event(b) < burst
-            && attr.key(l.stack) == Some(s.key)
+            && attr.key_of(li, l) == Some(s.key)
         {
             burst_start = f;
         }
@@ -592,8 +637,11 @@ fn growth(
     } else {
         None
     };
+    let (role, roles) = survivor_roles(&s.lifes, replay, attr);
     Growth {
         site: attr.site(s.key).clone(),
+        role,
+        roles,
         kind: v.kind,
         bytes_per_window: median(v.rate_windows.iter().map(|&w| s.series[w]).collect()),
         windows_growing: grew.len() as u64,
@@ -690,7 +738,22 @@ pub fn leaks(
             .cmp(&a.retained_bytes)
             .then_with(|| a.site.label.cmp(&b.site.label))
     });
-    let groups = group_suspects(&mut suspects, replay, windows, attr);
+    let mut groups = group_suspects(&mut suspects, replay, windows, attr);
+    for (g, _) in &suspects {
+        let Some(gr) = g.group.and_then(|i| groups.get_mut(i as usize)) else {
+            continue;
+        };
+        for rb in &g.roles {
+            match gr.roles.iter_mut().find(|x| x.role == rb.role) {
+                Some(x) => x.bytes = x.bytes.saturating_add(rb.bytes),
+                None => gr.roles.push(rb.clone()),
+            }
+        }
+    }
+    for gr in &mut groups {
+        gr.roles
+            .sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.role.cmp(&b.role)));
+    }
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
@@ -736,6 +799,7 @@ fn group_suspects(
                 root: g.site.clone(),
                 members: Vec::new(),
                 bytes_per_window: 0,
+                roles: Vec::new(),
             });
             groups.len() - 1
         });
@@ -751,14 +815,14 @@ fn group_suspects(
     }
     let mut first_kept: FastMap<u32, u32> = FastMap::default();
     let (mut births, mut frees) = (windows.cursor(), windows.cursor());
-    for l in &replay.lifetimes {
+    for (li, l) in replay.lifetimes.iter().enumerate() {
         let Origin::Traced(b) = l.origin else {
             continue;
         };
         let crossed = l
             .freed
             .is_none_or(|f| frees.of_event(f) != births.of_event(b));
-        if crossed && let Some(k) = attr.key(l.stack) {
+        if crossed && let Some(k) = attr.key_of(li, l) {
             let e = first_kept.entry(k).or_insert(b);
             *e = (*e).min(b);
         }

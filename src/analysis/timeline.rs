@@ -196,8 +196,8 @@ pub(crate) fn rank_sites(replay: &Replay, attr: &mut Attributor, k: usize) -> Ra
     let peak = replay.peak().0;
     let mut at_peak: Vec<u64> = Vec::new();
     let mut keys: Vec<Option<u32>> = Vec::with_capacity(replay.lifetimes.len());
-    for l in &replay.lifetimes {
-        let key = attr.key(l.stack);
+    for (li, l) in replay.lifetimes.iter().enumerate() {
+        let key = attr.key_of(li, l);
         keys.push(key);
         if let Some(k) = key
             && l.alive_after(peak)

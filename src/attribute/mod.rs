@@ -18,7 +18,7 @@ use crate::replay::Lifetime;
 
 pub use filters::{FrameFilters, is_python};
 pub use group::{GroupBy, GroupByError};
-pub use site::{NO_FRAME, NO_USER_FRAME, Site, frame_label};
+pub use site::{NO_FRAME, NO_USER_FRAME, Site, UNTRACED, frame_label};
 
 use filters::FrameClasses;
 
@@ -51,6 +51,8 @@ pub struct Attributor<'s> {
     key_index: FastMap<Site, u32>,
     /// The role of each allocation of the device, once classified.
     roles: Option<roles::RoleMap>,
+    /// The key of [`UNTRACED`], once used.
+    untraced: Option<u32>,
 }
 
 impl<'s> Attributor<'s> {
@@ -69,6 +71,7 @@ impl<'s> Attributor<'s> {
             keys: Vec::new(),
             key_index: FastMap::default(),
             roles: None,
+            untraced: None,
         }
     }
 
@@ -109,13 +112,37 @@ impl<'s> Attributor<'s> {
     /// The key of lifetime `i` (`l`) of the replay: its role under `--by role`, else the
     /// key of its stack; `None` when `--focus` leaves it out.
     pub fn key_of(&mut self, i: usize, l: &Lifetime) -> Option<u32> {
-        if self.by != GroupBy::Role {
-            return self.key(l.stack);
+        if self.by == GroupBy::Role {
+            if self.classes.focus && !self.in_focus(l.stack) {
+                return None;
+            }
+            return Some(self.role(i).0 as u32);
         }
-        if self.classes.focus && !self.in_focus(l.stack) {
-            return None;
+        if l.before_trace() && self.filtered(l.stack).is_empty() {
+            if self.classes.focus {
+                return None;
+            }
+            return Some(self.untraced_key());
         }
-        Some(self.role(i).0 as u32)
+        self.key(l.stack)
+    }
+
+    fn untraced_key(&mut self) -> u32 {
+        if let Some(k) = self.untraced {
+            return k;
+        }
+        let site = Site::label_only(UNTRACED);
+        let k = match self.key_index.get(&site) {
+            Some(&k) => k,
+            None => {
+                let k = self.keys.len() as u32;
+                self.keys.push(site.clone());
+                self.key_index.insert(site, k);
+                k
+            }
+        };
+        self.untraced = Some(k);
+        k
     }
 
     /// The grouping.

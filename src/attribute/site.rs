@@ -4,9 +4,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Frame, Snapshot};
 
-/// Label used when a stack has no frame to attribute to (autograd-engine allocations
-/// recorded with `stacks="python"` have none).
+/// Label used when a traced allocation's stack has no frame to attribute to
+/// (autograd-engine allocations recorded with `stacks="python"` have none); its role says
+/// what it is.
 pub const NO_FRAME: &str = "<no python frame>";
+
+/// Label of live memory that no trace event explains and no frame names: blocks
+/// allocated before recording began (weights loaded first) or before the ring buffer
+/// wrapped. Never [`NO_FRAME`]: that is the autograd engine's memory.
+pub const UNTRACED: &str = "<untraced>";
 
 /// Label of `--by user` for a stack with no frame of the user's code.
 pub const NO_USER_FRAME: &str = "<no user frame>";

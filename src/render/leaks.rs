@@ -68,6 +68,7 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
         ("at end", Align::Right),
         ("kind", Align::Left),
         ("group", Align::Right),
+        ("role", Align::Left),
         (by, Align::Left),
     ]);
     for g in &r.suspects {
@@ -79,6 +80,7 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
             bytes(g.bytes_at_end),
             g.kind.to_string(),
             g.group.map_or_else(String::new, |x| x.to_string()),
+            g.role.clone(),
             g.site.label.clone(),
         ]);
     }
@@ -87,9 +89,10 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     for g in &r.suspects {
         let _ = writeln!(
             o,
-            "  {} ({}, since window {}): {}",
+            "  {} ({} {}, since window {}): {}",
             terminal_text(&g.site.label),
             g.kind,
+            g.role,
             g.onset_window,
             release(g)
         );
@@ -103,6 +106,30 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
             bytes(gr.bytes_per_window),
             terminal_text(&gr.root.label)
         );
+    }
+    for gr in &r.groups {
+        let roles: Vec<&str> = gr.roles.iter().map(|x| x.role.as_str()).collect();
+        if let Some(meaning) = roles_meaning(&roles) {
+            let _ = writeln!(o, "  group {} ({}): {meaning}", gr.id, roles.join(", "));
+        }
+    }
+}
+
+/// What memory of these roles kept per window usually means, and what to do.
+pub fn roles_meaning(roles: &[&str]) -> Option<&'static str> {
+    let has = |r: &str| roles.contains(&r);
+    if has("activation") && has("gradient") {
+        Some("activations and gradients kept past their backward: each micro-batch's autograd graph is retained; keep loss.item() / output.detach() (or .cpu()) instead of the tensors, and clear lists that hold them")
+    } else if has("activation") {
+        Some("activations kept past their forward: a forward's outputs (logits, losses) are kept, with the graph behind them; store .detach()/.item() values and clear lists that hold them")
+    } else if has("gradient") {
+        Some("gradients kept: .grad tensors not freed between steps; use optimizer.zero_grad(set_to_none=True) and do not keep references to .grad")
+    } else if has("optimizer_state") {
+        Some("optimizer state growing: parameters added to the optimizer, or a new optimizer made, per step")
+    } else if has("parameter") {
+        Some("parameters growing: modules built or weights copied (.to(), load_state_dict) per step")
+    } else {
+        None
     }
 }
 
