@@ -24,10 +24,13 @@ pub struct Measured {
     pub end_allocated: u64,
     /// Reserved at the end.
     pub end_reserved: u64,
+    /// The most bytes of each role live at any point.
+    #[serde(default)]
+    pub peak_requested_by_role: Vec<super::top::RoleBytes>,
 }
 
 /// What one device's memory measured, apart from growth.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MemoryFigures {
     /// The most bytes requested at any point.
     pub peak_requested: u64,
@@ -37,6 +40,8 @@ pub struct MemoryFigures {
     pub end_allocated: u64,
     /// Reserved at the end.
     pub end_reserved: u64,
+    /// The most bytes of each role live at any point.
+    pub peak_requested_by_role: Vec<super::top::RoleBytes>,
 }
 
 /// Measures one device's leak report and memory.
@@ -50,6 +55,7 @@ pub fn measure(leaks: &DeviceLeaks, m: MemoryFigures) -> Measured {
         peak_reserved: m.peak_reserved,
         end_allocated: m.end_allocated,
         end_reserved: m.end_reserved,
+        peak_requested_by_role: m.peak_requested_by_role,
     }
 }
 
@@ -62,6 +68,8 @@ pub enum Limit {
     ForbiddenSite(String),
     /// `memory.peak_requested`.
     PeakRequested,
+    /// `memory.peak_requested.ROLE`.
+    PeakRequestedRole(String),
     /// `memory.peak_reserved`.
     PeakReserved,
     /// `memory.end_allocated`.
@@ -82,6 +90,7 @@ impl std::fmt::Display for Limit {
             Limit::MaxBytesPerWindow => f.write_str("leaks.max_bytes_per_window"),
             Limit::ForbiddenSite(p) => write!(f, "leaks.forbidden_sites[{p}]"),
             Limit::PeakRequested => f.write_str("memory.peak_requested"),
+            Limit::PeakRequestedRole(r) => write!(f, "memory.peak_requested.{r}"),
             Limit::PeakReserved => f.write_str("memory.peak_reserved"),
             Limit::EndAllocated => f.write_str("memory.end_allocated"),
             Limit::EndReserved => f.write_str("memory.end_reserved"),
@@ -213,6 +222,14 @@ fn memory_limits(budget: &Budget, m: &Measured, cases: &mut Vec<Case>) {
         if let Some(limit) = limit {
             cases.push(case(name, value, limit));
         }
+    }
+    for (role, limit) in &budget.memory.peak_requested_by_role {
+        let value = m
+            .peak_requested_by_role
+            .iter()
+            .find(|r| &r.role == role)
+            .map_or(0, |r| r.bytes);
+        cases.push(case(Limit::PeakRequestedRole(role.clone()), value, *limit));
     }
 }
 

@@ -10,6 +10,7 @@ pub mod leaks;
 pub mod oom;
 pub mod point;
 pub mod ranks;
+pub mod roles;
 pub mod segments;
 pub mod spans;
 pub mod summary;

@@ -51,6 +51,7 @@ fn site(v: &Value) -> Option<Site> {
 fn measured(m: &Value, path: &str, peak: &str) -> Result<Measured, BaselineError> {
     let field = |k: &str| num(&m[k], &format!("{path}.{k}"));
     Ok(Measured {
+        peak_requested_by_role: Vec::new(),
         max_bytes_per_window: field("max_bytes_per_window")?,
         max_site: site(&m["max_site"]),
         peak_requested: field(peak)?,
@@ -68,6 +69,7 @@ fn from_suspects(suspects: &Value) -> Measured {
         .flatten()
         .max_by_key(|g| g["bytes_per_window"].as_u64().unwrap_or(0));
     Measured {
+        peak_requested_by_role: Vec::new(),
         max_bytes_per_window: top
             .and_then(|g| g["bytes_per_window"].as_u64())
             .unwrap_or(0),

@@ -9,6 +9,7 @@ mod size;
 use regex::Regex;
 use serde::Deserialize;
 
+use crate::attribute::roles::{Role, RoleRules};
 use crate::windows::{SpecError, WindowSpec, Within};
 
 pub use baseline::{Baseline, BaselineError};
@@ -30,10 +31,18 @@ struct LeaksFile {
     forbidden_sites: Vec<String>,
 }
 
+/// `peak_requested`: a size, or a table of sizes by role (`total` for the whole).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum PerRole {
+    Whole(SizeText),
+    Roles(toml::Table),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MemoryFile {
-    peak_requested: Option<SizeText>,
+    peak_requested: Option<PerRole>,
     peak_reserved: Option<SizeText>,
     end_allocated: Option<SizeText>,
     end_reserved: Option<SizeText>,
@@ -76,6 +85,8 @@ struct BudgetFile {
     sites: Vec<SiteFile>,
     #[serde(default)]
     baseline: BaselineFile,
+    /// The user's roles (`"regex" = "role"`), read by [`RoleRules::from_toml`].
+    roles: Option<toml::Table>,
 }
 
 /// Why a budget file cannot be used.
@@ -120,6 +131,12 @@ pub enum BudgetError {
         /// Why it changed.
         why: &'static str,
     },
+    /// A per-role limit on a role that neither the built-in rules nor `[roles]` give.
+    #[error("memory.peak_requested.{0}: no such role (built-in: parameter, gradient, optimizer_state, activation, temporary, untraced, unknown; or one of [roles])")]
+    UnknownRole(String),
+    /// `[roles]` that cannot be used.
+    #[error("{0}")]
+    Roles(#[from] crate::attribute::roles::RolesError),
     /// `[baseline] tolerance` that is neither a percentage nor a size.
     #[error("[baseline] tolerance `{0}`: use a percentage (\"10%\") or a size (\"64 MiB\")")]
     Tolerance(String),
@@ -137,8 +154,10 @@ pub struct LeakLimits {
 /// Limits on memory, in PyTorch's words (docs/schemas.md, "Glossary").
 #[derive(Clone, Debug, Default)]
 pub struct MemoryLimits {
-    /// The most bytes requested at any point (`peak_requested`).
+    /// The most bytes requested at any point (`peak_requested`, or its `total`).
     pub peak_requested: Option<u64>,
+    /// The most bytes of a role live at any point (`peak_requested.ROLE`), in file order.
+    pub peak_requested_by_role: Vec<(String, u64)>,
     /// The most bytes reserved at any point (`peak_reserved`).
     pub peak_reserved: Option<u64>,
     /// Σ sizes of the blocks allocated at the end, pending frees excluded.
@@ -209,6 +228,8 @@ pub struct Budget {
     pub sites: Vec<SiteLimit>,
     /// `[baseline] tolerance`.
     pub tolerance: Tolerance,
+    /// `[roles]`: the budget's own role rules, when it has the table.
+    pub roles: Option<std::sync::Arc<RoleRules>>,
 }
 
 fn size(field: impl Into<String>, s: Option<SizeText>) -> Result<Option<u64>, BudgetError> {
@@ -262,6 +283,9 @@ impl Budget {
                 why: "it limited the bytes requested; \"allocated\" now means block sizes, as in torch.cuda.memory_allocated",
             });
         }
+        let roles = f.roles.as_ref().map(RoleRules::from_table).transpose()?;
+        let (peak_requested, peak_requested_by_role) =
+            per_role(f.memory.peak_requested, roles.as_ref())?;
         let sites = f
             .sites
             .into_iter()
@@ -294,7 +318,8 @@ impl Budget {
                     .collect::<Result<_, _>>()?,
             },
             memory: MemoryLimits {
-                peak_requested: size("memory.peak_requested", f.memory.peak_requested)?,
+                peak_requested,
+                peak_requested_by_role,
                 peak_reserved: size("memory.peak_reserved", f.memory.peak_reserved)?,
                 end_allocated: size("memory.end_allocated", f.memory.end_allocated)?,
                 end_reserved: size("memory.end_reserved", f.memory.end_reserved)?,
@@ -307,6 +332,40 @@ impl Budget {
                 .map(Tolerance::parse)
                 .transpose()?
                 .unwrap_or_default(),
+            roles: roles.map(std::sync::Arc::new),
         })
+    }
+}
+
+/// `memory.peak_requested` as a whole and by role; a role must be built in or one of
+/// the budget's `[roles]`.
+#[allow(clippy::type_complexity)]
+fn per_role(
+    p: Option<PerRole>,
+    roles: Option<&RoleRules>,
+) -> Result<(Option<u64>, Vec<(String, u64)>), BudgetError> {
+    match p {
+        None => Ok((None, Vec::new())),
+        Some(PerRole::Whole(s)) => Ok((size("memory.peak_requested", Some(s))?, Vec::new())),
+        Some(PerRole::Roles(t)) => {
+            let mut total = None;
+            let mut by = Vec::new();
+            for (role, v) in t {
+                let field = format!("memory.peak_requested.{role}");
+                let s = SizeText::deserialize(v.clone()).map_err(|_| BudgetError::Size {
+                    field: field.clone(),
+                    source: SizeError::NotASize(format!("{v:?}")),
+                })?;
+                let bytes = size(field, Some(s))?.unwrap_or(0);
+                if role == "total" {
+                    total = Some(bytes);
+                } else if role.parse::<Role>().is_ok() || roles.is_some_and(|r| r.id(&role).is_some()) {
+                    by.push((role, bytes));
+                } else {
+                    return Err(BudgetError::UnknownRole(role));
+                }
+            }
+            Ok((total, by))
+        }
     }
 }

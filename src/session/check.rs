@@ -8,7 +8,7 @@ use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
 use crate::analysis::check::{self, Case, Measured};
-use crate::analysis::top;
+use crate::analysis::{roles, top};
 use crate::budget::{Baseline, Budget};
 
 /// One device's check.
@@ -89,6 +89,7 @@ impl Session {
                         peak_reserved: r.replay.peak_reserved(),
                         end_allocated: r.view.allocated_bytes(),
                         end_reserved: r.view.reserved_bytes(),
+                        peak_requested_by_role: roles::peaks(&r.replay, &r.attr),
                     },
                 );
                 let base = baseline.and_then(|b| b.for_device(r.device()));
@@ -120,6 +121,12 @@ pub fn check_options(
     }
     if o.within.is_none() {
         o.within = budget.within.clone();
+    }
+    // The budget's `[roles]` unless `--roles` gave rules.
+    if let Some(r) = &budget.roles
+        && !o.roles.has_user_rules()
+    {
+        o.roles = std::sync::Arc::clone(r);
     }
     o
 }

@@ -150,14 +150,20 @@ impl RoleRules {
     /// The rules of a TOML text's `[roles]` table (`"regex" = "role"`, in file order);
     /// a text without the table gives the built-in rules alone.
     pub fn from_toml(text: &str) -> Result<RoleRules, RolesError> {
-        let doc: toml::Table = toml::from_str(text).map_err(|e| RolesError::Syntax(e.to_string()))?;
+        let doc: toml::Table =
+            toml::from_str(text).map_err(|e| RolesError::Syntax(e.to_string()))?;
+        match doc.get("roles") {
+            None => Ok(RoleRules::default()),
+            Some(toml::Value::Table(t)) => RoleRules::from_table(t),
+            Some(_) => Err(RolesError::Syntax(
+                "`roles` must be a table of \"regex\" = \"role\"".into(),
+            )),
+        }
+    }
+
+    /// The rules of a `[roles]` table, in its order.
+    pub fn from_table(table: &toml::Table) -> Result<RoleRules, RolesError> {
         let mut rules = RoleRules::default();
-        let Some(table) = doc.get("roles") else {
-            return Ok(rules);
-        };
-        let table = table
-            .as_table()
-            .ok_or_else(|| RolesError::Syntax("`roles` must be a table of \"regex\" = \"role\"".into()))?;
         if table.len() > 200 {
             return Err(RolesError::TooMany(table.len()));
         }
