@@ -90,6 +90,24 @@ impl<'s> Attributor<'s> {
         self.roles = Some(map);
     }
 
+    /// An attributor of the same snapshot, frames and roles that groups by role.
+    pub fn by_role(&self) -> Attributor<'s> {
+        let mut a = Attributor {
+            snap: self.snap,
+            by: GroupBy::Role,
+            classes: Arc::clone(&self.classes),
+            cache: Vec::new(),
+            keys: Vec::new(),
+            key_index: FastMap::default(),
+            roles: None,
+            untraced: None,
+        };
+        if let Some(m) = &self.roles {
+            a.set_roles(m.clone());
+        }
+        a
+    }
+
     /// The roles, when classified.
     pub fn roles(&self) -> Option<&roles::RoleMap> {
         self.roles.as_ref()

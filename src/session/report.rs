@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::run::DeviceRun;
 use crate::analysis::leaks::{self, DeviceLeaks};
 use crate::analysis::oom::DeviceOom;
-use crate::analysis::point::Point;
+use crate::analysis::point::{At, Point, point_after};
 use crate::analysis::summary::Summary;
 use crate::analysis::timeline::{SiteSeries, Timeline, site_series, timeline};
 use crate::analysis::top::{self, DeviceTop};
@@ -188,6 +188,12 @@ pub struct DeviceReport {
     pub ooms: Vec<Marker>,
     /// Window boundaries.
     pub windows: WindowMarks,
+    /// Memory by role over time (every role).
+    pub roles: SiteSeries,
+    /// Memory by role at the peak.
+    pub roles_peak: DeviceTop,
+    /// Memory by role at the first OOM, when the trace has one.
+    pub roles_oom: Option<DeviceTop>,
     /// The largest sites over time.
     pub sites: SiteSeries,
     /// The leak finder's report (trimmed: see `leak_rows_left_out`; the per-window
@@ -247,6 +253,14 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
     let top_end = top::top(replay, end, &mut r.attr, opts.top_rows);
     let peak_tree = tree::tree(replay, peak.clone(), &mut r.attr);
     let sites = site_series(replay, &mut r.attr, opts.top_sites, opts.site_samples);
+    let mut by_role = r.attr.by_role();
+    let every_role = by_role.roles().map_or(0, |m| m.rules().names().len());
+    let roles = site_series(replay, &mut by_role, every_role, opts.site_samples);
+    let roles_peak = top::top(replay, peak.clone(), &mut by_role, usize::MAX);
+    let roles_oom = replay.ooms.first().map(|&i| {
+        let at = point_after(r.snapshot(), replay, At::Oom, Some(i));
+        top::top(replay, at, &mut by_role, usize::MAX)
+    });
     let timeline = timeline(replay, opts.timeline_buckets);
     let oom = (!r.replay.ooms.is_empty()).then(|| r.explain_oom());
     DeviceReport {
@@ -257,6 +271,9 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
         reserved_at_peak_bytes,
         ooms,
         windows: marks,
+        roles,
+        roles_peak,
+        roles_oom,
         sites,
         leaks,
         growth,

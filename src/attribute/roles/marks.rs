@@ -8,7 +8,7 @@ use crate::model::{Frame, Snapshot, StackId};
 
 /// A fact a frame establishes, as a bit of [`Marks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
+#[repr(u16)]
 pub enum Mark {
     /// Backward: the autograd engine or `Tensor.backward`.
     Backward = 1,
@@ -24,16 +24,21 @@ pub enum Mark {
     ZeroGrad = 32,
     /// Gradient accumulation into `.grad` (`AccumulateGrad`).
     AccumulateGrad = 64,
+    /// A buffer that holds gradients by construction: DDP/Megatron gradient buffers, a
+    /// pipeline stage's received output gradient.
+    GradientBuffer = 128,
+    /// A pipeline stage's received input (a P2P receive buffer).
+    Received = 256,
 }
 
 /// The marks of a stack: an OR of [`Mark`] bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Marks(pub u8);
+pub struct Marks(pub u16);
 
 impl Marks {
     /// Whether the stack carries `m`.
     pub fn has(self, m: Mark) -> bool {
-        self.0 & m as u8 != 0
+        self.0 & m as u16 != 0
     }
 }
 
@@ -75,8 +80,9 @@ const PATTERNS: &[Pattern] = &[
     p(Backward, "", Has("Backward0::apply")),
     p(Backward, "", Has("Backward1::apply")),
     // `loss.backward()` / `torch.autograd.backward` / `grad` on the calling thread.
-    p(Backward, "torch/_tensor.py", Is("backward")),
-    p(Backward, "torch/autograd/__init__.py", Is("backward")),
+    // `loss.backward()`, `torch.autograd.backward`, and a custom `autograd.Function`'s
+    // `backward` (Python frames on the engine's thread): functions named `backward`.
+    p(Backward, "", Is("backward")),
     p(Backward, "torch/autograd/__init__.py", Is("grad")),
     p(Backward, "torch/autograd/graph.py", Is("_engine_run_backward")),
     // Compiled backward (AOT autograd) and checkpoint recomputation run in backward.
@@ -113,6 +119,11 @@ const PATTERNS: &[Pattern] = &[
     // Frames that name the tensor.
     p(SavedRelease, "", Has("SavedVariable::reset_data")),
     p(AccumulateGrad, "", Has("AccumulateGrad")),
+    p(GradientBuffer, "megatron/core/distributed/param_and_grad_buffer.py", Any),
+    p(GradientBuffer, "torch/nn/parallel/distributed.py", Is("_build_grad_buckets")),
+    p(GradientBuffer, "", Has("Reducer::initialize_buckets")),
+    p(GradientBuffer, "megatron/core/pipeline_parallel/p2p_communication.py", Is("create_tensor_recv_next")),
+    p(Received, "megatron/core/pipeline_parallel/p2p_communication.py", Is("create_tensor_recv_prev")),
 ];
 
 /// The marks of one frame.
@@ -132,7 +143,7 @@ pub(crate) fn frame_marks(snap: &Snapshot, f: &Frame) -> Marks {
             Has(n) => name.contains(n),
         };
         if name_ok && (pat.file.is_empty() || file.contains(pat.file)) {
-            m |= pat.mark as u8;
+            m |= pat.mark as u16;
         }
     }
     Marks(m)
@@ -142,11 +153,11 @@ pub(crate) fn frame_marks(snap: &Snapshot, f: &Frame) -> Marks {
 pub(crate) struct StackMarks<'s> {
     snap: &'s Snapshot,
     frames: Vec<Marks>,
-    /// Per stack id: its marks with bit 7 set once computed.
-    stacks: Vec<u8>,
+    /// Per stack id: its marks with the top bit set once computed.
+    stacks: Vec<u16>,
 }
 
-const DONE: u8 = 0x80;
+const DONE: u16 = 0x8000;
 
 impl<'s> StackMarks<'s> {
     pub fn new(snap: &'s Snapshot) -> StackMarks<'s> {
@@ -170,7 +181,7 @@ impl<'s> StackMarks<'s> {
             .stacks
             .get(stack)
             .iter()
-            .fold(0u8, |acc, f| acc | self.frames.get(f.index()).map_or(0, |m| m.0));
+            .fold(0u16, |acc, f| acc | self.frames.get(f.index()).map_or(0, |m| m.0));
         if let Some(slot) = self.stacks.get_mut(i) {
             *slot = m | DONE;
         }

@@ -296,10 +296,11 @@ impl RoleMap {
 /// What one allocation shows the rules.
 struct Facts {
     traced: bool,
+    workspace: bool,
     made_by: Marks,
     freed_by: Marks,
     made_in: Phase,
-    kept: [bool; 5],
+    kept: [bool; 6],
 }
 
 impl Facts {
@@ -310,6 +311,7 @@ impl Facts {
 
 fn applies(w: &When, f: &Facts, stacks: bool) -> bool {
     w.traced.is_none_or(|t| t == f.traced)
+        && w.workspace.is_none_or(|x| x == f.workspace)
         && w.stacks.is_none_or(|s| s == stacks)
         && w.made_by.is_none_or(|m| f.made_by.has(m))
         && w.freed_by.is_none_or(|m| f.freed_by.has(m))
@@ -375,18 +377,18 @@ pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<Rol
         let facts = match alloc.filter(|&a| in_trace(a)) {
             None => Facts {
                 traced: false,
+                workspace: false,
                 made_by: Marks::default(),
                 freed_by: Marks::default(),
                 made_in: Phase::Other,
-                kept: [false; 5],
+                kept: [false; 6],
             },
             Some(a) => {
                 let ai = a as usize;
-                let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);
-                let freed_by = l
+                let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);                let freed_by = l
                     .free_stack(trace)
                     .map_or(Marks::default(), |s| marks.of(s));
-                let mut kept = [false; 5];
+                let mut kept = [false; 6];
                 kept[Kept::InPhase as usize] = in_phase;
                 kept[Kept::BeyondPhase as usize] = !in_phase;
                 kept[Kept::FreedInBackward as usize] = fib;
@@ -394,8 +396,11 @@ pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<Rol
                     !in_phase && phases.backward_between(a, freed);
                 kept[Kept::FromStart as usize] =
                     l.freed.is_none() && phases.first_work.is_some_and(|w| a < w);
+                kept[Kept::AcrossForward as usize] =
+                    !in_phase && phases.forward_between(a, freed);
                 Facts {
                     traced: true,
+                    workspace: phase::is_workspace(trace, ai),
                     made_by: marks.of(l.stack),
                     freed_by,
                     made_in: phases.phase[ai],

@@ -94,6 +94,8 @@ pub struct Phases {
     pub span: Vec<u32>,
     /// The first event of each backward span, ascending.
     pub backward_starts: Vec<u32>,
+    /// The first event of each run of forward events, ascending.
+    pub forward_starts: Vec<u32>,
     /// The first event in a forward or backward (`None`: the trace has neither).
     pub first_work: Option<u32>,
     /// What the trace's stacks record.
@@ -106,6 +108,9 @@ impl Phases {
         let recorded = Recorded::of(trace);
         let n = trace.len();
         let said = |i: usize, marks: &mut StackMarks| -> Option<Phase> {
+            if is_workspace(trace, i) {
+                return None;
+            }
             let a = trace.action[i];
             let s = trace.stack[i];
             let is_free = a.frees() || a == Action::FREE_REQUESTED;
@@ -143,13 +148,27 @@ impl Phases {
         }
         let mut span = Vec::with_capacity(n);
         let mut backward_starts = Vec::new();
+        let mut forward_starts = Vec::new();
         let mut s = 0u32;
+        let mut began = phase.first().copied().unwrap_or(Phase::Other);
         for i in 0..n {
-            if i > 0 && phase[i] != phase[i - 1] {
+            // A forward and the code right after it (the loss, the logits processor, the
+            // schedule's bookkeeping) are one pass: the span goes on until another phase
+            // begins.
+            // A free in forward code after that code (a forward's scratch released late)
+            // is still that pass: only an allocation begins the next forward.
+            let same_pass = began == Phase::Forward
+                && (phase[i] == Phase::Other
+                    || phase[i] == Phase::Forward && trace.action[i] != Action::ALLOC);
+            if i > 0 && phase[i] != phase[i - 1] && !same_pass {
                 s += 1;
+                began = phase[i];
             }
             if phase[i] == Phase::Backward && (i == 0 || phase[i - 1] != Phase::Backward) {
                 backward_starts.push(i as u32);
+            }
+            if phase[i] == Phase::Forward && (i == 0 || phase[i - 1] != Phase::Forward) {
+                forward_starts.push(i as u32);
             }
             span.push(s);
         }
@@ -161,6 +180,7 @@ impl Phases {
             phase,
             span,
             backward_starts,
+            forward_starts,
             first_work,
             recorded,
         }
@@ -169,9 +189,26 @@ impl Phases {
     /// Whether a backward begins after event `a` and at or before event `end` (`None`:
     /// the end of the trace).
     pub fn backward_between(&self, a: u32, end: Option<u32>) -> bool {
-        let k = self.backward_starts.partition_point(|&s| s <= a);
-        self.backward_starts
-            .get(k)
-            .is_some_and(|&s| end.is_none_or(|e| s <= e))
+        starts_between(&self.backward_starts, a, end)
     }
+
+    /// Whether a forward begins after event `a` and at or before event `end`.
+    pub fn forward_between(&self, a: u32, end: Option<u32>) -> bool {
+        starts_between(&self.forward_starts, a, end)
+    }
+}
+
+fn starts_between(starts: &[u32], a: u32, end: Option<u32>) -> bool {
+    let k = starts.partition_point(|&s| s <= a);
+    starts.get(k).is_some_and(|&s| end.is_none_or(|e| s <= e))
+}
+
+/// Whether event `i` is the `alloc` of a torch_npu workspace block: the snapshot puts a
+/// `workspace_snapshot`, `segment_alloc`, `alloc` triple for each live one before the
+/// trace, out of time order, so it says nothing about phases.
+pub fn is_workspace(trace: &Trace, i: usize) -> bool {
+    i >= 2
+        && trace.action[i] == Action::ALLOC
+        && trace.action[i - 2] == Action::WORKSPACE_SNAPSHOT
+        && trace.addr[i - 2] == trace.addr[i]
 }

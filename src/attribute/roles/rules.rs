@@ -19,6 +19,8 @@ pub enum Kept {
     AcrossBackward,
     /// Never freed, and made before any forward or backward ran.
     FromStart,
+    /// Alive when a later forward began: an input of it.
+    AcrossForward,
 }
 
 /// When a rule applies: every condition given holds.
@@ -28,6 +30,8 @@ pub struct When {
     pub traced: Option<bool>,
     /// The device's allocations carry stacks (or not).
     pub stacks: Option<bool>,
+    /// The allocation is a torch_npu workspace block (or not).
+    pub workspace: Option<bool>,
     /// A frame of the allocating stack carries this mark.
     pub made_by: Option<Mark>,
     /// A frame of the freeing stack carries this mark.
@@ -41,6 +45,7 @@ pub struct When {
 const ANY: When = When {
     traced: None,
     stacks: None,
+    workspace: None,
     made_by: None,
     freed_by: None,
     made_in: &[],
@@ -78,10 +83,22 @@ pub const RULES: &[Rule] = &[
         doc: "the trace records no stacks (context None or \"state\"), so phases cannot be told apart",
     },
     Rule {
+        id: "npu-workspace",
+        role: Role::Temporary,
+        when: When { workspace: Some(true), ..ANY },
+        doc: "a torch_npu workspace block (workspace_snapshot): kernels' scratch memory",
+    },
+    Rule {
         id: "accumulate-grad",
         role: Role::Gradient,
         when: When { made_by: Some(Mark::AccumulateGrad), kept: Some(BeyondPhase), ..ANY },
         doc: "made by AccumulateGrad and kept: a .grad",
+    },
+    Rule {
+        id: "gradient-buffer",
+        role: Role::Gradient,
+        when: When { made_by: Some(Mark::GradientBuffer), ..ANY },
+        doc: "made by a gradient buffer: DDP/Megatron grad buckets, a pipeline stage's received output gradient",
     },
     Rule {
         id: "zero-grad",
@@ -144,6 +161,12 @@ pub const RULES: &[Rule] = &[
         doc: "made around the forward (an input, a received buffer) and freed in backward",
     },
     Rule {
+        id: "received-input",
+        role: Role::Activation,
+        when: When { made_by: Some(Mark::Received), made_in: &[Other], kept: Some(BeyondPhase), ..ANY },
+        doc: "a pipeline stage's received input (P2P receive buffer), kept past the code that received it",
+    },
+    Rule {
         id: "loop-from-start",
         role: Role::Parameter,
         when: When { made_in: &[Other], kept: Some(FromStart), ..ANY },
@@ -156,15 +179,21 @@ pub const RULES: &[Rule] = &[
         doc: "made around the forward and alive when a backward began: an input kept for it",
     },
     Rule {
+        id: "loop-input",
+        role: Role::Activation,
+        when: When { made_in: &[Other], kept: Some(AcrossForward), ..ANY },
+        doc: "made around the forward and alive when a later forward began: an input of it (a batch, a received buffer)",
+    },
+    Rule {
         id: "loop-scratch",
         role: Role::Temporary,
         when: When { made_in: &[Other], kept: Some(InPhase), ..ANY },
-        doc: "made and freed in the code around the model, with no forward or backward between",
+        doc: "made and freed in the code around the model (after a forward: in that pass)",
     },
     Rule {
         id: "unexplained",
         role: Role::Unknown,
         when: ANY,
-        doc: "made outside forward, backward and the optimizer and kept past that code, with no backward after it",
+        doc: "made outside forward, backward and the optimizer and kept past that code, with no forward or backward after it",
     },
 ];
