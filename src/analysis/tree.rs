@@ -17,7 +17,7 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::point::Point;
-use crate::attribute::{Attributor, NO_FRAME};
+use crate::attribute::{Attributor, GroupBy, NO_FRAME, UNTRACED};
 use crate::model::fxhash::FastMap;
 use crate::model::{FrameId, Line, StackId, StrId};
 use crate::replay::Replay;
@@ -43,6 +43,8 @@ pub enum NodeKind {
     Root,
     /// Allocations with no frame left after filtering ([`NO_FRAME`]).
     NoFrame,
+    /// A group that is not a frame: a role under `--by role`, or [`UNTRACED`] memory.
+    Label,
     /// A frame.
     Frame(FrameInfo),
 }
@@ -125,23 +127,56 @@ impl CallTree {
     pub fn build(replay: &Replay, point: &Point, attr: &mut Attributor) -> CallTree {
         let snap = attr.snapshot();
         let mut tree = CallTree::new();
-        let mut leaf_of: FastMap<StackId, NodeIndex> = FastMap::default();
+        // Leaves by (group node, stack): under `--by role` each role is a child of the
+        // root with the stacks of its memory below it.
+        let mut leaf_of: FastMap<(NodeIndex, StackId), NodeIndex> = FastMap::default();
         let mut child_of: FastMap<ChildKey, NodeIndex> = FastMap::default();
-        for l in replay.live_set(point.event_index) {
-            if attr.key(l.stack).is_none() {
+        let mut label_of: FastMap<String, NodeIndex> = FastMap::default();
+        let by_role = attr.by() == GroupBy::Role;
+        for i in replay.live_indices(point.event_index) {
+            let l = &replay.lifetimes[i];
+            if attr.key_of(i, l).is_none() {
                 continue;
             }
-            let leaf = match leaf_of.get(&l.stack) {
+            let frames = attr.filtered(l.stack);
+            let label = if by_role {
+                Some(attr.role_name(i).to_string())
+            } else if l.before_trace() && frames.is_empty() {
+                Some(UNTRACED.to_string())
+            } else {
+                None
+            };
+            let top = match label {
+                None => tree.root,
+                Some(name) => match label_of.get(&name) {
+                    Some(&n) => n,
+                    None => {
+                        let n = tree.graph.add_node(TreeNode::new(
+                            name.clone(),
+                            NodeKind::Label,
+                            Some(tree.root),
+                            1,
+                        ));
+                        tree.graph.add_edge(tree.root, n, ());
+                        label_of.insert(name, n);
+                        n
+                    }
+                },
+            };
+            let leaf = match leaf_of.get(&(top, l.stack)) {
                 Some(&n) => n,
                 None => {
-                    let frames = attr.filtered(l.stack);
                     let n = if frames.is_empty() {
-                        tree.child(&mut child_of, tree.root, None, || {
-                            (NO_FRAME.to_string(), NodeKind::NoFrame)
-                        })
+                        if top == tree.root {
+                            tree.child(&mut child_of, top, None, || {
+                                (NO_FRAME.to_string(), NodeKind::NoFrame)
+                            })
+                        } else {
+                            top
+                        }
                     } else {
                         // Outermost first.
-                        frames.iter().rev().fold(tree.root, |parent, &f: &FrameId| {
+                        frames.iter().rev().fold(top, |parent, &f: &FrameId| {
                             let fr = snap.frames.get(f);
                             let key = Some((fr.filename, fr.name, fr.line));
                             tree.child(&mut child_of, parent, key, || {
@@ -157,7 +192,7 @@ impl CallTree {
                             })
                         })
                     };
-                    leaf_of.insert(l.stack, n);
+                    leaf_of.insert((top, l.stack), n);
                     n
                 }
             };

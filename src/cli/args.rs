@@ -209,6 +209,9 @@ pub struct TreeCmd {
     /// Sum up nodes under this share of the tree's bytes in one line (0 shows every node)
     #[arg(long, default_value_t = crate::render::tree::DEFAULT_MIN_SHARE, value_parser = share)]
     pub min_share: f64,
+    /// role: a node per memory role under the root, with the stacks of its memory below
+    #[arg(long, value_parser = tree_by)]
+    pub by: Option<GroupBy>,
     /// Print JSON (schema leakscope.tree/3)
     #[arg(long)]
     pub json: bool,
@@ -334,6 +337,15 @@ impl AtPoint {
     /// The session's options, grouped by `group` where the command groups.
     pub fn options(&self, group: Option<&GroupArgs>) -> Options {
         options(self.point.device, None, group, &self.filters)
+    }
+}
+
+/// `tree --by`: the tree follows stacks; only roles group it further.
+fn tree_by(s: &str) -> Result<GroupBy, String> {
+    match s.parse::<GroupBy>() {
+        Ok(GroupBy::Role) => Ok(GroupBy::Role),
+        Ok(GroupBy::Site) => Ok(GroupBy::Site),
+        _ => Err(format!("`{s}`: the tree groups by role (or site, the default)")),
     }
 }
 

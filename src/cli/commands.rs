@@ -147,7 +147,8 @@ impl WindowsCmd {
 
 impl TreeCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let opts = self.at.options(None);
+        let mut opts = self.at.options(None);
+        opts.by = self.by.unwrap_or_default();
         let s = output::open(&self.file, &self.at.load, false)?;
         let report = s.tree(&opts, self.at.point.at)?;
         output::finish(s);

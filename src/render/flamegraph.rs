@@ -50,6 +50,7 @@ pub fn folded(tree: &CallTree) -> Vec<(String, u64)> {
             match &tree.node(p).kind {
                 NodeKind::Frame(f) => stack.push_str(&frame_text(&f.filename, f.line, &f.function)),
                 NodeKind::NoFrame | NodeKind::Root => stack.push_str(NO_FRAME),
+                NodeKind::Label => stack.push_str(&tree.node(p).name),
             }
         }
         // Different full paths can share basenames: merge them, as `_memory_viz` does.
