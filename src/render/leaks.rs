@@ -89,11 +89,11 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     for g in &r.suspects {
         let _ = writeln!(
             o,
-            "  {} ({} {}, since window {}): {}",
+            "  {} ({}, since window {}; {}): {}",
             terminal_text(&g.site.label),
             g.kind,
-            g.role,
             g.onset_window,
+            g.role,
             release(g)
         );
     }

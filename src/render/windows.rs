@@ -28,6 +28,10 @@ pub fn failure_text(f: &Failure) -> String {
             "windows do different work: {:.0}% allocate from the same call stacks as a typical one",
             same_work * 100.0
         ),
+        Failure::LastTooLong { last_share } => format!(
+            "the last window holds {:.0}% of the windows' events: the family marks set-up done a few times, not the work after it",
+            last_share * 100.0
+        ),
         Failure::LowCoverage { coverage } => format!(
             "the first window starts late: {:.0}% of the allocations are after it",
             coverage * 100.0
@@ -74,6 +78,7 @@ pub fn candidates_table(c: &[Candidate], limit: usize, style: Style) -> String {
             Some(Failure::NotCleaningUp { .. }) => "keeps memory".into(),
             Some(Failure::NotAlike { .. }) => "unlike".into(),
             Some(Failure::NotSameWork { .. }) => "different work".into(),
+            Some(Failure::LastTooLong { .. }) => "ends long".into(),
             Some(Failure::LowCoverage { .. }) => "starts late".into(),
         };
         t.row([

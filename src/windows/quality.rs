@@ -58,6 +58,12 @@ pub enum Failure {
         /// Share of the middle windows doing a typical window's work.
         same_work: f64,
     },
+    /// The last window holds most of the trace: the family marks something done a few
+    /// times at the start (set-up per module), not the work that follows.
+    LastTooLong {
+        /// Share of the windows' events in the last one.
+        last_share: f64,
+    },
     /// The first window starts late: too much of the trace is before any window.
     LowCoverage {
         /// Share of allocations from the first window on.
@@ -73,6 +79,9 @@ pub const MIN_SELF_FREED: f64 = 0.5;
 pub const MIN_ALIKE_WINDOWS: f64 = 0.75;
 /// ...and hold at least this share of the middle windows' events.
 pub const MIN_ALIKE_EVENTS: f64 = 0.5;
+/// The last window (which runs to the end of the trace) holds at most this share of the
+/// windows' events.
+pub const MAX_LAST_SHARE: f64 = 0.5;
 /// The windows cover at least this share of the allocations.
 pub const MIN_COVERAGE: f64 = 0.9;
 /// At least this share of the middle windows do a typical window's work.
@@ -298,6 +307,16 @@ fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
     best as f64 / sets.len() as f64
 }
 
+/// The last window's share of the events from the first window's start to the end.
+fn last_share(starts: &[u32], events: u32) -> f64 {
+    match (starts.first(), starts.last()) {
+        (Some(&first), Some(&last)) if events > first => {
+            events.saturating_sub(last) as f64 / (events - first) as f64
+        }
+        _ => 0.0,
+    }
+}
+
 /// Measures windows starting at `starts` (increasing) over a trace of `events` events.
 pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
     let (alike_windows, alike_events) = alike(starts, events);
@@ -324,6 +343,10 @@ pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
             alike_windows,
             alike_events,
         });
+    }
+    let last = last_share(starts, events);
+    if starts.len() >= MIN_WINDOWS && last > MAX_LAST_SHARE {
+        failed.push(Failure::LastTooLong { last_share: last });
     }
     if same_work < MIN_SAME_WORK {
         failed.push(Failure::NotSameWork { same_work });
@@ -356,7 +379,7 @@ pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
         return false;
     }
     let (w, e) = alike(starts, events);
-    w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS
+    w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS && last_share(starts, events) <= MAX_LAST_SHARE
 }
 
 #[cfg(test)]

@@ -339,7 +339,7 @@ pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<Rol
             let frames = snap.stacks.get(s);
             let found = rules.user.iter().position(|u| {
                 frames.iter().any(|f| {
-                    let label = crate::attribute::frame_label(snap, snap.frames.get(*f));
+                    let label = super::site::frame_label(snap, snap.frames.get(*f));
                     u.pattern.is_match(&label)
                 })
             });
