@@ -155,13 +155,13 @@
       link(u, n);
     });
 
-    chart("sites-" + n, function (el) {
-      var s = dev.sites;
+    // A stacked area of `s` (largest series at the bottom); `rest` names its remainder.
+    function stacked(el, s, rest) {
       if (!s.events.length) { el.textContent = "No trace events."; drawn--; return; }
       var raw = s.sites.map(function (x) { return x.bytes; });
       var names = s.sites.map(function (x) { return x.site.label; });
       raw.push(s.other);
-      names.push("everything else");
+      names.push(rest);
       // Cumulative sums, bottom (largest site) first.
       var cum = [], acc = s.events.map(function () { return 0; });
       raw.forEach(function (r) {
@@ -189,7 +189,10 @@
         axes: [eventAxis("event"), bytesAxis()]
       }, [s.events].concat(order.map(function (k) { return cum[k]; })), el);
       link(u, n);
-    });
+    }
+
+    chart("roles-" + n, function (el) { stacked(el, dev.roles, "other roles"); });
+    chart("sites-" + n, function (el) { stacked(el, dev.sites, "everything else"); });
 
     chart("growth-" + n, function (el) {
       var g = dev.growth;

@@ -241,6 +241,7 @@ fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Opti
          Dashed lines: window starts; red: the peak; black: OOM.</p>\
          <div id=\"timeline-{n}\" class=\"chart\"></div>\
          <p class=\"readout\">Peak of the timeline: <span id=\"timeline-peak-{n}\" data-bytes=\"\">(drawing…)</span></p>\
+         <h3>Memory by role over time (stacked)</h3><div id=\"roles-{n}\" class=\"chart\"></div>\
          <h3>Largest sites over time (stacked)</h3><div id=\"sites-{n}\" class=\"chart\"></div></section>"
     );
     leaks_section(h, d);
@@ -346,6 +347,23 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
             o.oom.request_bytes,
         );
     }
+    let mut roles_card = |id: &str, label: &str, t: &DeviceTop| {
+        let list: Vec<String> = t
+            .rows
+            .iter()
+            .map(|r| format!("{} {}", escape(&r.site.label), bytes(r.bytes)))
+            .collect();
+        card(
+            id,
+            label,
+            format!("<div class=\"sub roles\">{}</div>", list.join("<br>")),
+            None,
+        );
+    };
+    roles_card("card-roles-peak", "At the peak, by role", &d.roles_peak);
+    if let Some(t) = &d.roles_oom {
+        roles_card("card-roles-oom", "At the OOM, by role", t);
+    }
     if d.leaks.trace.wrapped {
         card(
             "card-wrapped",
@@ -391,7 +409,7 @@ fn site_cell(site: &Site) -> String {
 fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
     let _ = write!(
         h,
-        "<h3>{title}: {} live {}</h3><table id=\"{id}\"><thead><tr><th>site</th>\
+        "<h3>{title}: {} live {}</h3><table id=\"{id}\"><thead><tr><th>site</th><th>role</th>\
          <th class=\"n\">bytes</th><th class=\"n\">share</th><th class=\"n\">allocations</th></tr></thead><tbody>",
         bytes(r.at.requested_bytes),
         r.at.event_index.map_or(String::new(), |i| format!(
@@ -402,8 +420,9 @@ fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
     let row = |h: &mut String, row: &TopRow| {
         let _ = write!(
             h,
-            "<tr>{}<td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{:.1}%</td><td class=\"n\">{}</td></tr>",
+            "<tr>{}<td class=\"role\">{}</td><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{:.1}%</td><td class=\"n\">{}</td></tr>",
             site_cell(&row.site),
+            escape(&super::top::role_cell(&row.roles, row.bytes)),
             row.bytes,
             bytes(row.bytes),
             row.share * 100.0,
@@ -416,7 +435,7 @@ fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
     if r.rest.keys > 0 {
         let _ = write!(
             h,
-            "<tr class=\"rest\"><td>{} more sites</td><td class=\"n\" data-bytes=\"{}\">{}</td><td></td><td class=\"n\">{}</td></tr>",
+            "<tr class=\"rest\"><td>{} more sites</td><td></td><td class=\"n\" data-bytes=\"{}\">{}</td><td></td><td class=\"n\">{}</td></tr>",
             count(r.rest.keys),
             r.rest.bytes,
             bytes(r.rest.bytes),
@@ -442,10 +461,11 @@ fn growth_row(h: &mut String, g: &Growth) {
     };
     let _ = write!(
         h,
-        "<tr class=\"kind-{kind}\"><td>{kind}</td>{site}<td class=\"n\" data-bytes=\"{bpw}\">{bpw_h}</td>\
+        "<tr class=\"kind-{kind}\"><td>{kind}</td>{site}<td class=\"role\">{role}</td><td class=\"n\" data-bytes=\"{bpw}\">{bpw_h}</td>\
          <td class=\"n\">{grew} / {total}</td><td class=\"n\">{since}</td><td class=\"n\">{ret}</td><td class=\"n\">{end}</td><td>{released}</td></tr>",
         kind = g.kind,
         site = site_cell(&g.site),
+        role = escape(&g.role),
         bpw = g.bytes_per_window,
         bpw_h = bytes(g.bytes_per_window),
         grew = count(g.windows_growing),
@@ -482,7 +502,7 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
         return;
     }
     let head = "<colgroup><col class=\"kind\"><col class=\"site\"></colgroup>\
-                <thead><tr><th>kind</th><th>site</th><th class=\"n\">bytes / window</th>\
+                <thead><tr><th>kind</th><th>site</th><th>role</th><th class=\"n\">bytes / window</th>\
                 <th class=\"n\">windows grown</th><th class=\"n\">since window</th><th class=\"n\">retained</th><th class=\"n\">at end</th><th>released</th></tr></thead>";
     if l.suspects.is_empty() {
         let _ = write!(

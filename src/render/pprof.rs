@@ -28,6 +28,8 @@ pub struct Sample {
     pub values: Vec<i64>,
     /// Numeric labels (`device` = 0).
     pub labels: Vec<(String, i64)>,
+    /// String labels (`role` = `activation`).
+    pub str_labels: Vec<(String, String)>,
 }
 
 /// A profile.
@@ -60,6 +62,7 @@ mod field {
     pub const S_VALUE: u32 = 2;
     pub const S_LABEL: u32 = 3;
     pub const L_KEY: u32 = 1;
+    pub const L_STR: u32 = 2;
     pub const L_NUM: u32 = 3;
     pub const LOC_ID: u32 = 1;
     pub const LOC_LINE: u32 = 4;
@@ -103,7 +106,12 @@ impl Strings {
 ///     sample_types: vec![("space".into(), "bytes".into())],
 ///     default_sample_type: "space".into(),
 ///     frames: vec![Frame { function: "f".into(), filename: "a.py".into(), line: 3 }],
-///     samples: vec![Sample { frames: vec![0], values: vec![512], labels: vec![] }],
+///     samples: vec![Sample {
+///         frames: vec![0],
+///         values: vec![512],
+///         labels: vec![("device".into(), 0)],
+///         str_labels: vec![("role".into(), "activation".into())],
+///     }],
 ///     comments: vec![],
 /// };
 /// let mut buf = Vec::new();
@@ -132,6 +140,12 @@ pub fn write(p: &Profile, mut out: impl Write) -> io::Result<u64> {
             let mut l = Message::default();
             l.int(field::L_KEY, strings.id(k));
             l.int(field::L_NUM, *v);
+            s.message(field::S_LABEL, &l);
+        }
+        for (k, v) in &sample.str_labels {
+            let mut l = Message::default();
+            l.int(field::L_KEY, strings.id(k));
+            l.int(field::L_STR, strings.id(v));
             s.message(field::S_LABEL, &l);
         }
         m.message(field::SAMPLE, &s);

@@ -28,9 +28,8 @@ pub fn failure_text(f: &Failure) -> String {
             "windows do different work: {:.0}% allocate from the same call stacks as a typical one",
             same_work * 100.0
         ),
-        Failure::LastTooLong { last_share } => format!(
-            "the last window holds {:.0}% of the windows' events: the family marks set-up done a few times, not the work after it",
-            last_share * 100.0
+        Failure::TooShort { median_events } => format!(
+            "windows are too short: the typical one holds {median_events} events (a unit of work holds at least 8); the family marks set-up done a few times in a row"
         ),
         Failure::LowCoverage { coverage } => format!(
             "the first window starts late: {:.0}% of the allocations are after it",
@@ -78,7 +77,7 @@ pub fn candidates_table(c: &[Candidate], limit: usize, style: Style) -> String {
             Some(Failure::NotCleaningUp { .. }) => "keeps memory".into(),
             Some(Failure::NotAlike { .. }) => "unlike".into(),
             Some(Failure::NotSameWork { .. }) => "different work".into(),
-            Some(Failure::LastTooLong { .. }) => "ends long".into(),
+            Some(Failure::TooShort { .. }) => "too short".into(),
             Some(Failure::LowCoverage { .. }) => "starts late".into(),
         };
         t.row([

@@ -229,9 +229,17 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     named.extend(metadata);
     let mut measured: Vec<Measured> = named
         .into_par_iter()
-        .map(|f| Measured {
-            quality: quality::measure(&f.starts, events, allocs),
-            family: f,
+        .map(|f| {
+            let mut quality = quality::measure(&f.starts, events, allocs);
+            // Annotations are the program's own marks of its units of work: what comes
+            // before the first (warm-up, graph capture, set-up) is not work it marked, so
+            // they need not cover the trace.
+            if f.source == "annotation" {
+                quality
+                    .failed
+                    .retain(|x| !matches!(x, Failure::LowCoverage { .. }));
+            }
+            Measured { quality, family: f }
         })
         .collect();
     if let Some(c) = unit_of_work(&measured) {

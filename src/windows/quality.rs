@@ -58,11 +58,11 @@ pub enum Failure {
         /// Share of the middle windows doing a typical window's work.
         same_work: f64,
     },
-    /// The last window holds most of the trace: the family marks something done a few
-    /// times at the start (set-up per module), not the work that follows.
-    LastTooLong {
-        /// Share of the windows' events in the last one.
-        last_share: f64,
+    /// The typical window holds a handful of events: the family marks something done a
+    /// few times in a row (set-up per module), not units of work.
+    TooShort {
+        /// Events of the median middle window.
+        median_events: u64,
     },
     /// The first window starts late: too much of the trace is before any window.
     LowCoverage {
@@ -79,9 +79,9 @@ pub const MIN_SELF_FREED: f64 = 0.5;
 pub const MIN_ALIKE_WINDOWS: f64 = 0.75;
 /// ...and hold at least this share of the middle windows' events.
 pub const MIN_ALIKE_EVENTS: f64 = 0.5;
-/// The last window (which runs to the end of the trace) holds at most this share of the
-/// windows' events.
-pub const MAX_LAST_SHARE: f64 = 0.5;
+/// A unit of work holds at least this many events (median middle window): an
+/// allocation, its free and the work around them, more than once.
+pub const MIN_WINDOW_EVENTS: u64 = 8;
 /// The windows cover at least this share of the allocations.
 pub const MIN_COVERAGE: f64 = 0.9;
 /// At least this share of the middle windows do a typical window's work.
@@ -307,14 +307,24 @@ fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
     best as f64 / sets.len() as f64
 }
 
-/// The last window's share of the events from the first window's start to the end.
-fn last_share(starts: &[u32], events: u32) -> f64 {
-    match (starts.first(), starts.last()) {
-        (Some(&first), Some(&last)) if events > first => {
-            events.saturating_sub(last) as f64 / (events - first) as f64
-        }
-        _ => 0.0,
+/// Events of the median middle window (all but the first and the last).
+fn median_events(starts: &[u32], events: u32) -> u64 {
+    let n = starts.len();
+    let middle = if n > 2 { 1..n - 1 } else { 0..n };
+    let mut lens: Vec<u64> = middle
+        .map(|k| {
+            starts
+                .get(k + 1)
+                .copied()
+                .unwrap_or(events)
+                .saturating_sub(starts[k]) as u64
+        })
+        .collect();
+    if lens.is_empty() {
+        return 0;
     }
+    let half = lens.len() / 2;
+    *lens.select_nth_unstable(half).1
 }
 
 /// Measures windows starting at `starts` (increasing) over a trace of `events` events.
@@ -344,9 +354,11 @@ pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
             alike_events,
         });
     }
-    let last = last_share(starts, events);
-    if starts.len() >= MIN_WINDOWS && last > MAX_LAST_SHARE {
-        failed.push(Failure::LastTooLong { last_share: last });
+    let median = median_events(starts, events);
+    if starts.len() >= MIN_WINDOWS && median < MIN_WINDOW_EVENTS {
+        failed.push(Failure::TooShort {
+            median_events: median,
+        });
     }
     if same_work < MIN_SAME_WORK {
         failed.push(Failure::NotSameWork { same_work });
@@ -379,7 +391,9 @@ pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
         return false;
     }
     let (w, e) = alike(starts, events);
-    w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS && last_share(starts, events) <= MAX_LAST_SHARE
+    w >= MIN_ALIKE_WINDOWS
+        && e >= MIN_ALIKE_EVENTS
+        && median_events(starts, events) >= MIN_WINDOW_EVENTS
 }
 
 #[cfg(test)]

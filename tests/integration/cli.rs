@@ -194,7 +194,7 @@ fn top_table_json_and_usage_errors() {
         // A call tree keeps whole stacks: it has no --by to be silently ignored.
         (
             vec!["tree", f, "--by", "file"],
-            "unexpected argument '--by'",
+            "the tree groups by role",
         ),
         (
             vec!["flamegraph", f, "--folded", "--by", "stack"],

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use leakscope::analysis::At;
 use leakscope::analysis::tree::{CallTree, DeviceTree, NodeKind};
-use leakscope::attribute::{FrameFilters, GroupBy, NO_FRAME};
+use leakscope::attribute::{FrameFilters, GroupBy, NO_FRAME, UNTRACED};
 use leakscope::render::flamegraph;
 use regex::Regex;
 
@@ -76,7 +76,7 @@ fn report(stem: &str, at: At, filters: &FrameFilters) -> DeviceTree {
 
 /// `basename:line:function`, written here independently of leakscope.
 fn short(site: &str) -> String {
-    if site == NO_FRAME {
+    if site == NO_FRAME || site == UNTRACED {
         return site.to_string();
     }
     // site = filename:line:function; the filename has no ':' in these fixtures.
@@ -380,7 +380,8 @@ fn odd_names_and_deep_stacks() {
 #[test]
 fn cli_tree_and_flamegraph() {
     let pp = scenario("pp_last_stage_recv_pinned");
-    // Truth: 2,797,887,488 bytes live at the peak, 1,124,098,048 without a Python frame.
+    // Truth: 2,797,887,488 bytes live at the peak, 117,440,512 traced without a Python
+    // frame (4.2%) and 1,006,657,536 untraced (no event, no frame: 36.0%).
     let out = leakscope(&["tree", "--at", "peak", &pp]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -393,7 +394,15 @@ fn cli_tree_and_flamegraph() {
         .lines()
         .find(|l| l.ends_with(NO_FRAME))
         .expect("no-frame line");
-    assert!(nf.contains("1.05 GiB") && nf.contains("40.2%"), "{nf}");
+    assert!(nf.contains("112 MiB") && nf.contains("4.2%"), "{nf}");
+    let untraced = text
+        .lines()
+        .find(|l| l.ends_with(UNTRACED))
+        .expect("untraced line");
+    assert!(
+        untraced.contains("960 MiB") && untraced.contains("36.0%"),
+        "{untraced}"
+    );
     assert!(text.contains("smaller"), "1% pruning leaves summary lines");
 
     let out = leakscope(&["tree", "--json", "--at", "peak", &pp]);
@@ -410,10 +419,16 @@ fn cli_tree_and_flamegraph() {
     assert!(d["root"].get("filename").is_none());
     let kids = d["root"]["children"].as_array().unwrap();
     let nf = kids.iter().find(|c| c["name"] == NO_FRAME).unwrap();
-    assert_eq!(nf["bytes"], 1_124_098_048u64);
-    assert_eq!(nf["self_bytes"], 1_124_098_048u64);
-    assert_eq!(nf["blocks"], 13);
-    let frame = kids.iter().find(|c| c["name"] != NO_FRAME).unwrap();
+    assert_eq!(nf["bytes"], 117_440_512u64);
+    assert_eq!(nf["self_bytes"], 117_440_512u64);
+    assert_eq!(nf["blocks"], 7);
+    let un = kids.iter().find(|c| c["name"] == UNTRACED).unwrap();
+    assert_eq!(un["bytes"], 1_006_657_536u64);
+    assert_eq!(un["blocks"], 6);
+    let frame = kids
+        .iter()
+        .find(|c| c["name"] != NO_FRAME && c["name"] != UNTRACED)
+        .unwrap();
     assert_eq!(
         frame["name"].as_str().unwrap(),
         format!(

@@ -196,7 +196,7 @@ fn a_leak_that_starts_late_is_found_since_its_window() {
             .stdout,
     )
     .unwrap();
-    assert!(text.contains("(leak, since window 16)"), "{text}");
+    assert!(text.contains("(leak, since window 16; activation)"), "{text}");
 }
 
 /// One process on two GPUs: a clean trace on device 0 (the longer one) and the pipeline

@@ -22,6 +22,7 @@ mod ranks;
 mod replay;
 mod report;
 mod robustness;
+mod roles;
 mod scan_ahead;
 mod scenarios;
 mod sizes;

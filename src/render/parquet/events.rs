@@ -1,7 +1,9 @@
 //! `events.parquet`: every trace event of every device, straight from the model's
 //! columns. Addresses, sizes, times and stack ids are the columns themselves (copied
 //! once); the action is a dictionary over the snapshot's action names keyed by the action
-//! codes, and the stream comes from each event's interned attributes.
+//! codes, and the stream comes from each event's interned attributes. The role is a
+//! dictionary over the session's role names keyed by the role of the allocation each
+//! event belongs to (null for events of no allocation, and for devices not analysed).
 
 use std::sync::Arc;
 
@@ -29,8 +31,22 @@ pub fn schema() -> SchemaRef {
         Field::new("time_us", DataType::Int64, true),
         Field::new("stream", DataType::Int64, false),
         Field::new("stack_id", DataType::UInt32, false),
+        dict_field("role", true),
     ]))
 }
+
+/// The roles of one file's events: the role names (by role id) and, per device analysed,
+/// the role id of each event's allocation ([`NO_ROLE`] for an event of none).
+#[derive(Clone, Debug, Default)]
+pub struct EventRoles {
+    /// Role names, indexed by role id.
+    pub names: Vec<String>,
+    /// `(device, role id per event)`.
+    pub devices: Vec<(i64, Vec<u8>)>,
+}
+
+/// An event of no allocation in [`EventRoles`].
+pub const NO_ROLE: u8 = u8::MAX;
 
 /// What every device's batch shares: the action names and each meta's time flag and
 /// stream.
@@ -57,15 +73,47 @@ impl Shared {
 
 /// One batch per device with events, in device order (a device's whole trace in one
 /// batch: the writer cuts row groups).
-pub fn batches_of(key: &FileKey, snap: &Snapshot) -> Result<Vec<RecordBatch>, TableError> {
+/// `roles`: the role of each event of the devices analysed (the others' roles are null).
+pub fn batches_of(
+    key: &FileKey,
+    snap: &Snapshot,
+    roles: &EventRoles,
+) -> Result<Vec<RecordBatch>, TableError> {
     let shared = Shared::of(snap);
+    let names: ArrayRef = Arc::new(StringArray::from_iter_values(
+        roles.names.iter().map(String::as_str),
+    ));
     snap.device_traces
         .iter()
         .flatten()
         .enumerate()
         .filter(|(_, t)| !t.is_empty())
-        .map(|(d, t)| device_batch(key, d as i64, t, &shared))
+        .map(|(d, t)| {
+            let d = d as i64;
+            let ids = roles
+                .devices
+                .iter()
+                .find(|(x, _)| *x == d)
+                .map(|(_, ids)| ids.as_slice());
+            let role = role_column(t.len(), ids, &names)?;
+            device_batch(key, d, t, &shared, role)
+        })
         .collect()
+}
+
+/// The `role` column of a device's `n` events: keys into `names`, null for
+/// [`NO_ROLE`] (and everywhere when the device has no roles).
+fn role_column(n: usize, ids: Option<&[u8]>, names: &ArrayRef) -> Result<ArrayRef, TableError> {
+    let keys: Int32Array = match ids {
+        Some(ids) if ids.len() == n => ids
+            .iter()
+            .map(|&r| (r != NO_ROLE && (r as usize) < names.len()).then_some(i32::from(r)))
+            .collect(),
+        _ => Int32Array::new_null(n),
+    };
+    let dict = DictionaryArray::<Int32Type>::try_new(keys, Arc::clone(names))
+        .map_err(|e| Table::Events.arrow_error(e))?;
+    Ok(Arc::new(dict))
 }
 
 fn device_batch(
@@ -73,6 +121,7 @@ fn device_batch(
     device: i64,
     t: &Trace,
     shared: &Shared,
+    role: ArrayRef,
 ) -> Result<RecordBatch, TableError> {
     let n = t.len();
     let codes: Vec<i32> = t.action.iter().map(|a| i32::from(a.0)).collect();
@@ -105,6 +154,7 @@ fn device_batch(
             Arc::new(Int64Array::new(t.time_us.clone().into(), time_nulls)),
             Arc::new(Int64Array::from(streams)),
             Arc::new(UInt32Array::from(stack)),
+            role,
         ],
     )
 }

@@ -1,5 +1,6 @@
 //! `suspects.parquet`: the leak finder's suspects (kinds `leak` and `retained`), one row
-//! per device and site, largest rate first, as `leaks` lists them.
+//! per device and site, largest rate first, as `leaks` lists them, each with the role of
+//! most of its survivor bytes.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ pub fn schema() -> SchemaRef {
         Field::new("onset_window", DataType::UInt64, false),
         Field::new("held_at_most", DataType::UInt64, false),
         Field::new("at_end", DataType::UInt64, false),
+        Field::new("role", DataType::Utf8, false),
     ]);
     Arc::new(Schema::new(fields))
 }
@@ -50,6 +52,9 @@ pub fn batch_of(key: &FileKey, devices: &[(i64, &[Growth])]) -> Result<RecordBat
         u64s(|g| g.onset_window),
         u64s(|g| g.retained_bytes),
         u64s(|g| g.bytes_at_end),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.1.role.as_str()),
+        )),
     ]);
     batch(Table::Suspects, schema(), columns)
 }

@@ -1,5 +1,6 @@
 //! `top_sites.parquet`: what holds memory at the end, at the peak and at the first OOM
-//! of each device, every site (no limit), largest first, as `top --at` lists them.
+//! of each device, every site (no limit), largest first, as `top --at` lists them, each
+//! with the role of most of its bytes.
 
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ pub fn schema() -> SchemaRef {
     fields.extend([
         Field::new("bytes", DataType::UInt64, false),
         Field::new("blocks", DataType::UInt64, false),
+        Field::new("role", DataType::Utf8, false),
     ]);
     Arc::new(Schema::new(fields))
 }
@@ -48,6 +50,9 @@ pub fn batch_of(key: &FileKey, tops: &[(&str, &DeviceTop)]) -> Result<RecordBatc
         )) as ArrayRef,
         Arc::new(UInt64Array::from_iter_values(
             rows.iter().map(|r| r.2.blocks),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.2.role.as_str()),
         )),
     ]);
     batch(Table::TopSites, schema(), columns)

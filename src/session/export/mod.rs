@@ -1,10 +1,12 @@
 //! `export`: what leakscope finds, in the formats other tools open. Parquet tables for
-//! whole runs (`parquet`), a Perfetto timeline (`perfetto`) and pprof profiles (`pprof`).
+//! whole runs (`parquet`), a Perfetto timeline (`perfetto`) and pprof profiles (`pprof`);
+//! `roles` gives each the memory roles it shows.
 //! Each loads its files through the session layer and hands typed values to `render`.
 
 mod parquet;
 mod perfetto;
 mod pprof;
+mod roles;
 
 use std::path::PathBuf;
 

@@ -2,8 +2,9 @@
 //! suspects, top sites, events, stacks; `render::parquet` builds and writes them).
 //!
 //! Each file is loaded once. Its devices are replayed once for the rank rows, the
-//! suspects and the holders at the end, the peak and the OOM, while its summary, events
-//! and stacks are turned into columns and written. Files are loaded side by side, one per
+//! suspects, the holders at the end, the peak and the OOM, and the role of each event,
+//! while its summary and stacks are turned into columns and written; its events follow,
+//! with their roles. Files are loaded side by side, one per
 //! core, and written in the order given (a directory's files in the order `ranks` lists
 //! them). A file that cannot be read is a `ranks` row with its error and nothing else;
 //! the export goes on with the others.
@@ -16,12 +17,14 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::roles::event_roles;
 use super::{ExportError, ExportOptions, Loaded, open};
 use crate::analysis::leaks::Growth;
 use crate::analysis::point;
 use crate::analysis::ranks::{RankRow, flag_outliers};
 use crate::analysis::top::{self, DeviceTop};
 use crate::files::{Inputs, OutputError, WholeDir};
+use crate::render::parquet::events::EventRoles;
 use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
 use crate::session::Session;
 use crate::session::discover::{Found, Special, walk};
@@ -157,19 +160,25 @@ pub(super) fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
     (groups, units)
 }
 
-/// What the analyses give of one file: rank rows, each device's suspects, and each
-/// device's holders at each point that exists on it.
+/// What the analyses give of one file: rank rows, each device's suspects, each device's
+/// holders at each point that exists on it, and the role of each event of the devices
+/// analysed.
 type Analysis = (
     Vec<RankRow>,
     Vec<(i64, Vec<Growth>)>,
     Vec<(&'static str, DeviceTop)>,
+    EventRoles,
 );
 
 fn analyse(s: &Session, f: &Found, opts: &Options) -> Result<Analysis, SessionError> {
     let mut runs = s.runs(opts)?;
+    let mut roles = EventRoles {
+        names: opts.roles.names().to_vec(),
+        devices: Vec::new(),
+    };
     if runs.is_empty() {
         // Nothing recorded: a row of zeros, as `ranks` gives.
-        return Ok((vec![row(f)], Vec::new(), Vec::new()));
+        return Ok((vec![row(f)], Vec::new(), Vec::new(), roles));
     }
     s.cut_windows(&mut runs, opts)?;
     let snap = s.snapshot();
@@ -185,15 +194,18 @@ fn analyse(s: &Session, f: &Found, opts: &Options) -> Result<Analysis, SessionEr
                     Some((name, top::top(&r.replay, p, &mut r.attr, usize::MAX)))
                 })
                 .collect();
-            (rank_row, (r.device(), found.suspects), tops)
+            let ev = (r.device(), event_roles(r.view.trace, &r.replay, &r.attr));
+            (rank_row, (r.device(), found.suspects), tops, ev)
         })
         .collect();
-    let mut out: Analysis = (Vec::new(), Vec::new(), Vec::new());
-    for (r, s, t) in per_device {
+    let mut out: Analysis = (Vec::new(), Vec::new(), Vec::new(), EventRoles::default());
+    for (r, s, t, e) in per_device {
         out.0.push(r);
         out.1.push(s);
         out.2.extend(t);
+        roles.devices.push(e);
     }
+    out.3 = roles;
     Ok(out)
 }
 
@@ -209,8 +221,7 @@ fn key<'a>(s: &'a Session, u: &'a Unit, groups: &[Group]) -> FileKey<'a> {
     }
 }
 
-/// Writes the summary, events and stacks of a loaded file, straight from the model (the
-/// events while the stacks and the summary are built).
+/// Writes the summary and stacks of a loaded file, straight from the model (side by side).
 fn write_model(
     w: &mut Writers,
     s: &Session,
@@ -219,21 +230,30 @@ fn write_model(
 ) -> Result<(), ExportError> {
     let snap = s.snapshot();
     let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-    let (events, others) = rayon::join(
-        || tables::events::batches_of(key, snap),
-        || -> Result<_, TableError> {
-            Ok((
-                tables::files::batch_of(key, &s.summary(), file_bytes)?,
-                tables::stacks::batch_of(key, snap)?,
-            ))
-        },
+    let (files, stacks) = rayon::join(
+        || tables::files::batch_of(key, &s.summary(), file_bytes),
+        || tables::stacks::batch_of(key, snap),
     );
-    let (files, stacks) = w.built(Table::Files, others)?;
-    for e in w.built(Table::Events, events)? {
-        w.write(Table::Events, &e)?;
-    }
+    let files = w.built(Table::Files, files)?;
+    let stacks = w.built(Table::Stacks, stacks)?;
     w.write(Table::Files, &files)?;
     w.write(Table::Stacks, &stacks)
+}
+
+/// Writes the events of a loaded file, with the roles of the devices analysed.
+fn write_events(
+    w: &mut Writers,
+    s: &Session,
+    key: &FileKey,
+    roles: &EventRoles,
+) -> Result<(), ExportError> {
+    for e in w.built(
+        Table::Events,
+        tables::events::batches_of(key, s.snapshot(), roles),
+    )? {
+        w.write(Table::Events, &e)?;
+    }
+    Ok(())
 }
 
 /// Writes a file's suspects and holders.
@@ -366,8 +386,9 @@ pub fn export_parquet(
     let mut writers = Writers::create(out_dir, &inputs)?;
     let mut files_read = 0u64;
     // A core's worth of files at a time: loaded side by side, then analysed while their
-    // summaries, events and stacks are written in order (each row group's columns encoded
-    // in parallel), then their findings written. A lone file's load gets helper threads.
+    // summaries and stacks are written in order (each row group's columns encoded in
+    // parallel), then their events (which carry the roles the analysis classified) and
+    // findings written. A lone file's load gets helper threads.
     let per_round = rayon::current_num_threads().max(1);
     let threads = units.len() == 1;
     for round in units.chunks(per_round) {
@@ -398,6 +419,14 @@ pub fn export_parquet(
         );
         written?;
         for ((s, u), a) in loaded.iter().zip(round).zip(analyses) {
+            if let Ok(s) = s {
+                let none = EventRoles::default();
+                let roles = match &a {
+                    Some(Ok(a)) => &a.3,
+                    _ => &none,
+                };
+                write_events(&mut writers, s, &key(s, u, &groups), roles)?;
+            }
             let rows = match (s, a) {
                 (Err(e), _) => vec![error_row(&u.found, e.clone())],
                 (Ok(_), Some(Err(e))) => vec![error_row(&u.found, e.to_string())],

@@ -1,6 +1,7 @@
 //! `export --perfetto`: files (ranks) on one Perfetto timeline. Each file is a process,
 //! each of its devices a group of tracks: counters of live (requested), allocated and
-//! reserved bytes and of the largest sites' live bytes; slices for the windows the leak
+//! reserved bytes, of the largest sites' live bytes and of each memory role's live bytes
+//! (`role: parameter`, ...; the roles add up to the live bytes); slices for the windows the leak
 //! finder judged (micro-batches) and for `record_function` ranges; instants for the peak,
 //! each OOM and each suspect's onset.
 //!
@@ -18,6 +19,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::parquet::expand;
+use super::roles::{RoleSeries, role_series};
 use super::{ExportError, ExportOptions, Failed, open};
 use crate::analysis::counters::{self, Counters, Series};
 use crate::analysis::leaks::Growth;
@@ -185,6 +187,8 @@ struct DeviceFindings<'s> {
     device: i64,
     events: usize,
     counters: Counters,
+    /// Each role's live bytes (the roles that hold memory at some point).
+    roles: Vec<RoleSeries>,
     /// `(name, first event, end event)` per window (or per group of windows); empty when
     /// the device has no windows to judge.
     windows: Vec<(String, u32, u32)>,
@@ -278,6 +282,7 @@ fn findings<'s>(
         .collect();
     let blocks = final_blocks(&r.view);
     let counters = counters::counters(&r.replay, &mut r.attr, &blocks, top_sites, b.buckets);
+    let roles = role_series(&r.replay, &r.attr, b.buckets);
     let (spans, spans_left_out) = spans::spans(snap, r.device(), b.spans);
     let rep = &r.replay;
     let t = r.view.trace;
@@ -304,6 +309,7 @@ fn findings<'s>(
         device: r.device(),
         events: rep.len(),
         counters,
+        roles,
         windows,
         windows_title,
         windows_merged,
@@ -358,6 +364,17 @@ fn draw(f: &DeviceFindings, clock: &Clock) -> DeviceTracks {
             name: "site: other".into(),
             description: "Live bytes of every other site".into(),
             points: clock.series(&c.other),
+        });
+    }
+    for x in &f.roles {
+        counters.push(Counter {
+            name: format!("role: {}", x.role),
+            description: format!(
+                "Live bytes of the allocations whose memory role is {} ({} at most)",
+                x.role,
+                crate::render::bytes(x.peak)
+            ),
+            points: clock.series(&x.series),
         });
     }
     let mut slices = Vec::new();
@@ -482,7 +499,7 @@ fn file_tracks(
     // Devices with events; the others have nothing to draw over time.
     runs.retain(|r| !r.replay.is_empty());
     let devices = runs.len().max(1);
-    let series = 4 + opts.top_sites;
+    let series = 4 + opts.top_sites + opts.export.analysis.roles.names().len();
     let budget = Budget {
         buckets: (points_per_file / devices / (2 * series)).clamp(16, opts.max_buckets.max(16)),
         windows: (slices_per_file / devices / 2).max(1),

@@ -2,14 +2,16 @@
 //! By default the live bytes and allocations at a point (`--at`, the end unless said);
 //! with `--growth` the leak finder's survivors instead: per stack, the bytes that outlived
 //! their window, averaged over the windows (a "what leaks" profile), and in how many
-//! windows the stack grew. Each device's samples carry a `device` label.
+//! windows the stack grew. Each device's samples carry a `device` label, and every sample
+//! a `role` label (string): the memory role of its allocations, a stack's allocations of
+//! different roles being samples of their own.
 
 use std::path::Path;
 
 use serde::Serialize;
 
+use super::roles::{role_name, survivors_by_stack_and_role};
 use super::{ExportError, ExportOptions};
-use crate::analysis::leaks::survivors_by_stack;
 use crate::analysis::point::At;
 use crate::load::LoadOptions;
 use crate::model::fxhash::FastMap;
@@ -168,6 +170,10 @@ fn device_label(d: i64) -> Vec<(String, i64)> {
     vec![("device".to_string(), d)]
 }
 
+fn role_label(role: &str) -> Vec<(String, String)> {
+    vec![("role".to_string(), role.to_string())]
+}
+
 /// Live bytes and allocations by stack at `at` on every selected device where it exists.
 fn live_profile(s: &Session, opts: &ExportOptions, at: At) -> Result<Built, SessionError> {
     let mut runs = s.runs(&opts.analysis)?;
@@ -179,22 +185,24 @@ fn live_profile(s: &Session, opts: &ExportOptions, at: At) -> Result<Built, Sess
     for (r, p) in runs.iter_mut().zip(points) {
         let Some(p) = p else { continue };
         devices.push(r.device());
-        let mut by_stack: FastMap<StackId, (u64, u64)> = FastMap::default();
-        for l in r.replay.live_set(p.event_index) {
+        let mut by_stack: FastMap<(StackId, u8), (u64, u64)> = FastMap::default();
+        for i in r.replay.live_indices(p.event_index) {
+            let l = &r.replay.lifetimes[i];
             if r.attr.key(l.stack).is_none() {
                 continue;
             }
-            let e = by_stack.entry(l.stack).or_default();
+            let e = by_stack.entry((l.stack, r.attr.role(i).0)).or_default();
             e.0 = e.0.saturating_add(l.bytes);
             e.1 += 1;
         }
         let mut stacks: Vec<_> = by_stack.into_iter().collect();
-        stacks.sort_unstable_by_key(|(st, _)| *st);
-        for (st, (bytes, count)) in stacks {
+        stacks.sort_unstable_by_key(|(k, _)| *k);
+        for ((st, role), (bytes, count)) in stacks {
             samples.push(Sample {
                 frames: frames.stack(snap, st),
                 values: vec![bytes.min(i64::MAX as u64) as i64, count as i64],
                 labels: device_label(r.device()),
+                str_labels: role_label(role_name(&r.attr, role)),
             });
         }
     }
@@ -239,7 +247,7 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
         }
         let n = windows.len() as u64;
         devices.push(replay.device);
-        for sv in survivors_by_stack(replay, windows, attr) {
+        for sv in survivors_by_stack_and_role(replay, windows, attr) {
             // Mean over the windows, rounded to the nearest byte.
             let per_window = ((u128::from(sv.bytes) + u128::from(n / 2)) / u128::from(n))
                 .min(i64::MAX as u128) as u64;
@@ -247,6 +255,7 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
                 frames: frames.stack(snap, sv.stack),
                 values: vec![per_window as i64, sv.windows as i64],
                 labels: device_label(replay.device),
+                str_labels: role_label(role_name(attr, sv.role)),
             });
         }
     }
