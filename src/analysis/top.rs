@@ -78,15 +78,14 @@ pub(crate) struct Group {
 impl Group {
     /// The role of most of the bytes, and the bytes by role, named.
     pub fn named_roles(&self, attr: &Attributor) -> (String, Vec<RoleBytes>) {
-        let name = |r: RoleId| {
-            attr.roles()
-                .map_or("unknown", |m| m.name(r))
-                .to_string()
-        };
+        let name = |r: RoleId| attr.roles().map_or("unknown", |m| m.name(r)).to_string();
         let roles: Vec<RoleBytes> = self
             .roles
             .iter()
-            .map(|&(r, bytes)| RoleBytes { role: name(r), bytes })
+            .map(|&(r, bytes)| RoleBytes {
+                role: name(r),
+                bytes,
+            })
             .collect();
         let first = roles
             .first()

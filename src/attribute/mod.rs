@@ -6,8 +6,8 @@
 //! attributing millions of allocations costs a lookup each.
 
 mod filters;
-pub mod roles;
 mod group;
+pub mod roles;
 mod site;
 
 use std::sync::Arc;

@@ -98,8 +98,8 @@ impl Baseline {
                     "peak_allocated",
                 )?,
             )),
-            "leakscope.check/2" | "leakscope.check/3" | "leakscope.check/4" => {
-                let peak = if schema == "leakscope.check/4" {
+            "leakscope.check/2" | "leakscope.check/3" | "leakscope.check/5" => {
+                let peak = if schema == "leakscope.check/5" {
                     "peak_requested"
                 } else {
                     "peak_allocated"
@@ -115,7 +115,7 @@ impl Baseline {
                 }
             }
             "leakscope.leaks/1" => devices.push((device(&v), from_suspects(&v["suspects"]))),
-            "leakscope.leaks/2" | "leakscope.leaks/3" | "leakscope.leaks/4" => {
+            "leakscope.leaks/2" | "leakscope.leaks/3" | "leakscope.leaks/5" => {
                 for d in v["devices"].as_array().into_iter().flatten() {
                     devices.push((device(d), from_suspects(&d["suspects"])));
                 }

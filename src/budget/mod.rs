@@ -132,7 +132,9 @@ pub enum BudgetError {
         why: &'static str,
     },
     /// A per-role limit on a role that neither the built-in rules nor `[roles]` give.
-    #[error("memory.peak_requested.{0}: no such role (built-in: parameter, gradient, optimizer_state, activation, temporary, untraced, unknown; or one of [roles])")]
+    #[error(
+        "memory.peak_requested.{0}: no such role (built-in: parameter, gradient, optimizer_state, activation, temporary, untraced, unknown; or one of [roles])"
+    )]
     UnknownRole(String),
     /// `[roles]` that cannot be used.
     #[error("{0}")]
@@ -359,7 +361,9 @@ fn per_role(
                 let bytes = size(field, Some(s))?.unwrap_or(0);
                 if role == "total" {
                     total = Some(bytes);
-                } else if role.parse::<Role>().is_ok() || roles.is_some_and(|r| r.id(&role).is_some()) {
+                } else if role.parse::<Role>().is_ok()
+                    || roles.is_some_and(|r| r.id(&role).is_some())
+                {
                     by.push((role, bytes));
                 } else {
                     return Err(BudgetError::UnknownRole(role));

@@ -82,7 +82,7 @@ pub struct TopCmd {
     /// Rows to show per device (the rest is summed in one line)
     #[arg(long, default_value_t = 20)]
     pub limit: usize,
-    /// Print JSON (schema leakscope.top/3)
+    /// Print JSON (schema leakscope.top/4)
     #[arg(long)]
     pub json: bool,
 }
@@ -100,7 +100,7 @@ pub struct LeaksCmd {
     /// Leave out sites growing by fewer bytes per window
     #[arg(long, default_value_t = 0)]
     pub min_bytes: u64,
-    /// Print JSON (schema leakscope.leaks/4)
+    /// Print JSON (schema leakscope.leaks/5)
     #[arg(long)]
     pub json: bool,
 }
@@ -126,7 +126,7 @@ pub struct OomCmd {
     pub file: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print JSON (schema leakscope.oom/3)
+    /// Print JSON (schema leakscope.oom/4)
     #[arg(long)]
     pub json: bool,
 }
@@ -176,7 +176,7 @@ pub struct CheckCmd {
     /// Write JUnit XML here (a test case per limit)
     #[arg(long)]
     pub junit: Option<PathBuf>,
-    /// Print JSON (schema leakscope.check/4)
+    /// Print JSON (schema leakscope.check/5)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -194,7 +194,7 @@ pub struct WindowsCmd {
     pub filters: FilterArgs,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Print JSON (schema leakscope.windows/2)
+    /// Print JSON (schema leakscope.windows/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -212,7 +212,7 @@ pub struct TreeCmd {
     /// role: a node per memory role under the root, with the stacks of its memory below
     #[arg(long, value_parser = tree_by)]
     pub by: Option<GroupBy>,
-    /// Print JSON (schema leakscope.tree/3)
+    /// Print JSON (schema leakscope.tree/4)
     #[arg(long)]
     pub json: bool,
 }
@@ -242,7 +242,7 @@ pub struct ReportCmd {
     pub output: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print the report's data as JSON (schema leakscope.report/4) instead of writing HTML
+    /// Print the report's data as JSON (schema leakscope.report/5) instead of writing HTML
     #[arg(long)]
     pub json: bool,
 }
@@ -345,7 +345,9 @@ fn tree_by(s: &str) -> Result<GroupBy, String> {
     match s.parse::<GroupBy>() {
         Ok(GroupBy::Role) => Ok(GroupBy::Role),
         Ok(GroupBy::Site) => Ok(GroupBy::Site),
-        _ => Err(format!("`{s}`: the tree groups by role (or site, the default)")),
+        _ => Err(format!(
+            "`{s}`: the tree groups by role (or site, the default)"
+        )),
     }
 }
 

@@ -49,10 +49,9 @@ pub fn case_detail(c: &Case) -> String {
         Limit::PeakRequested | Limit::PeakReserved | Limit::EndAllocated | Limit::EndReserved => {
             format!("{} B against {} B", c.value, c.limit)
         }
-        Limit::PeakRequestedRole(role) => format!(
-            "{role} memory peaks at {} B against {} B",
-            c.value, c.limit
-        ),
+        Limit::PeakRequestedRole(role) => {
+            format!("{role} memory peaks at {} B against {} B", c.value, c.limit)
+        }
     }
 }
 

@@ -80,7 +80,7 @@ fn device_tree(o: &mut String, d: &DeviceTree) -> Result<(), serde_json::Error> 
     Ok(())
 }
 
-/// The `tree` report as compact JSON (`leakscope.tree/3`) and a final newline.
+/// The `tree` report as compact JSON (`leakscope.tree/4`) and a final newline.
 pub fn tree(r: &TreeReport) -> Result<String, serde_json::Error> {
     let mut o = String::with_capacity(4096);
     o.push_str("{\"schema\":");

@@ -119,15 +119,25 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
 pub fn roles_meaning(roles: &[&str]) -> Option<&'static str> {
     let has = |r: &str| roles.contains(&r);
     if has("activation") && has("gradient") {
-        Some("activations and gradients kept past their backward: each micro-batch's autograd graph is retained; keep loss.item() / output.detach() (or .cpu()) instead of the tensors, and clear lists that hold them")
+        Some(
+            "activations and gradients kept past their backward: each micro-batch's autograd graph is retained; keep loss.item() / output.detach() (or .cpu()) instead of the tensors, and clear lists that hold them",
+        )
     } else if has("activation") {
-        Some("activations kept past their forward: a forward's outputs (logits, losses) are kept, with the graph behind them; store .detach()/.item() values and clear lists that hold them")
+        Some(
+            "activations kept past their forward: a forward's outputs (logits, losses) are kept, with the graph behind them; store .detach()/.item() values and clear lists that hold them",
+        )
     } else if has("gradient") {
-        Some("gradients kept: .grad tensors not freed between steps; use optimizer.zero_grad(set_to_none=True) and do not keep references to .grad")
+        Some(
+            "gradients kept: .grad tensors not freed between steps; use optimizer.zero_grad(set_to_none=True) and do not keep references to .grad",
+        )
     } else if has("optimizer_state") {
-        Some("optimizer state growing: parameters added to the optimizer, or a new optimizer made, per step")
+        Some(
+            "optimizer state growing: parameters added to the optimizer, or a new optimizer made, per step",
+        )
     } else if has("parameter") {
-        Some("parameters growing: modules built or weights copied (.to(), load_state_dict) per step")
+        Some(
+            "parameters growing: modules built or weights copied (.to(), load_state_dict) per step",
+        )
     } else {
         None
     }

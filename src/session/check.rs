@@ -43,7 +43,7 @@ impl FileCheck {
     }
 }
 
-/// `leakscope check` (`leakscope.check/4`).
+/// `leakscope check` (`leakscope.check/5`).
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
     /// Schema name.

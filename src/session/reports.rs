@@ -79,43 +79,43 @@ impl<T> PerDevice<T> {
     }
 }
 
-/// `leakscope leaks` (`leakscope.leaks/4`).
+/// `leakscope leaks` (`leakscope.leaks/5`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
-/// `leakscope windows` (`leakscope.windows/2`).
+/// `leakscope windows` (`leakscope.windows/3`).
 pub type WindowsReport = PerDevice<Windows>;
-/// `leakscope top` (`leakscope.top/3`).
+/// `leakscope top` (`leakscope.top/4`).
 pub type TopReport = PerDevice<DeviceTop>;
-/// `leakscope tree` (`leakscope.tree/3`); its JSON is written by `render::json::tree`,
+/// `leakscope tree` (`leakscope.tree/4`); its JSON is written by `render::json::tree`,
 /// without recursion however deep the stacks.
 pub type TreeReport = PerDevice<DeviceTree>;
 /// `leakscope segments` (`leakscope.segments/3`).
 pub type SegmentsReport = PerDevice<DeviceSegments>;
-/// `leakscope oom` (`leakscope.oom/3`): the devices with an `oom` event, or every
+/// `leakscope oom` (`leakscope.oom/4`): the devices with an `oom` event, or every
 /// selected device's end state when none has one.
 pub type OomReport = PerDevice<DeviceOom>;
 
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/4";
+    pub const LEAKS: &str = "leakscope.leaks/5";
     /// [`super::WindowsReport`].
-    pub const WINDOWS: &str = "leakscope.windows/2";
+    pub const WINDOWS: &str = "leakscope.windows/3";
     /// [`super::TopReport`].
-    pub const TOP: &str = "leakscope.top/3";
+    pub const TOP: &str = "leakscope.top/4";
     /// [`super::TreeReport`].
-    pub const TREE: &str = "leakscope.tree/3";
+    pub const TREE: &str = "leakscope.tree/4";
     /// [`super::SegmentsReport`].
     pub const SEGMENTS: &str = "leakscope.segments/3";
     /// [`super::OomReport`].
-    pub const OOM: &str = "leakscope.oom/3";
+    pub const OOM: &str = "leakscope.oom/4";
     /// `session::compare::CompareReport`.
     pub const COMPARE: &str = "leakscope.compare/2";
     /// `session::check::CheckReport`.
-    pub const CHECK: &str = "leakscope.check/4";
+    pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.
     pub const RANKS: &str = "leakscope.ranks/3";
     /// `session::report::ReportData`.
-    pub const REPORT: &str = "leakscope.report/4";
+    pub const REPORT: &str = "leakscope.report/5";
     /// `analysis::summary::Summary` (its shape did not change with devices).
     pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
 }

@@ -41,7 +41,7 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
         let (code, out, _) = check(&[&format!("scenarios/{file}.pickle")], BUDGET, &["--json"]);
         assert_eq!(code, 1, "{file}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["schema"], "leakscope.check/4");
+        assert_eq!(v["schema"], "leakscope.check/5");
         let c = &v["files"][0]["devices"][0]["cases"][0];
         assert_eq!(c["name"], "leaks.max_bytes_per_window");
         assert_eq!(c["passed"], false);

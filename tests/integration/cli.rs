@@ -153,7 +153,7 @@ fn top_table_json_and_usage_errors() {
 
     let out = leakscope(&["top", f, "--at", "peak", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.top/3");
+    assert_eq!(v["schema"], "leakscope.top/4");
     assert_eq!(v["at"], "peak");
     let d = &v["devices"][0];
     for k in ["kind", "event_index", "time_us", "requested_bytes"] {
@@ -192,10 +192,7 @@ fn top_table_json_and_usage_errors() {
             "use annotation:REGEX",
         ),
         // A call tree keeps whole stacks: it has no --by to be silently ignored.
-        (
-            vec!["tree", f, "--by", "file"],
-            "the tree groups by role",
-        ),
+        (vec!["tree", f, "--by", "file"], "the tree groups by role"),
         (
             vec!["flamegraph", f, "--folded", "--by", "stack"],
             "unexpected argument '--by'",

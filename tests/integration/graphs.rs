@@ -357,7 +357,7 @@ fn odd_names_and_deep_stacks() {
     let out = leakscope(&["tree", "--json", p]);
     assert!(out.status.success());
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(json.starts_with("{\"schema\":\"leakscope.tree/3\""));
+    assert!(json.starts_with("{\"schema\":\"leakscope.tree/4\""));
     assert_eq!(json.matches("\"children\":[]").count(), 3, "three leaves");
     assert!(json.contains("\"total_bytes\":3584"));
 
@@ -408,7 +408,7 @@ fn cli_tree_and_flamegraph() {
     let out = leakscope(&["tree", "--json", "--at", "peak", &pp]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "leakscope.tree/3");
+    assert_eq!(v["schema"], "leakscope.tree/4");
     assert_eq!(v["at"], "peak");
     let d = &v["devices"][0];
     assert_eq!(d["at"]["kind"], "peak");

@@ -196,7 +196,10 @@ fn a_leak_that_starts_late_is_found_since_its_window() {
             .stdout,
     )
     .unwrap();
-    assert!(text.contains("(leak, since window 16; activation)"), "{text}");
+    assert!(
+        text.contains("(leak, since window 16; activation)"),
+        "{text}"
+    );
 }
 
 /// One process on two GPUs: a clean trace on device 0 (the longer one) and the pipeline
@@ -221,7 +224,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/4");
+    assert_eq!(v["schema"], "leakscope.leaks/5");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"

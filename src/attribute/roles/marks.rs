@@ -84,7 +84,11 @@ const PATTERNS: &[Pattern] = &[
     // `backward` (Python frames on the engine's thread): functions named `backward`.
     p(Backward, "", Is("backward")),
     p(Backward, "torch/autograd/__init__.py", Is("grad")),
-    p(Backward, "torch/autograd/graph.py", Is("_engine_run_backward")),
+    p(
+        Backward,
+        "torch/autograd/graph.py",
+        Is("_engine_run_backward"),
+    ),
     // Compiled backward (AOT autograd) and checkpoint recomputation run in backward.
     p(Backward, "_aot_autograd/", Is("_backward_impl")),
     p(Backward, "torch/utils/checkpoint.py", Is("unpack_hook")),
@@ -99,7 +103,11 @@ const PATTERNS: &[Pattern] = &[
     p(Setup, "torch/nn/modules/module.py", Is("_apply")),
     p(Setup, "torch/nn/modules/module.py", Is("to_empty")),
     p(Setup, "torch/nn/modules/module.py", Is("load_state_dict")),
-    p(Setup, "torch/nn/modules/module.py", Is("_load_from_state_dict")),
+    p(
+        Setup,
+        "torch/nn/modules/module.py",
+        Is("_load_from_state_dict"),
+    ),
     p(Setup, "torch/nn/modules/", Is("reset_parameters")),
     p(Setup, "torch/nn/modules/", Is("__init__")),
     p(Setup, "torch/nn/init.py", Any),
@@ -109,21 +117,53 @@ const PATTERNS: &[Pattern] = &[
     p(Setup, "torch/distributed/fsdp/", Has("all_gather")),
     p(Setup, "torch/distributed/fsdp/", Has("_init_sharded_param")),
     p(Setup, "deepspeed/runtime/zero/partition_parameters.py", Any),
-    p(Setup, "transformers/modeling_utils.py", Is("from_pretrained")),
-    p(Setup, "transformers/modeling_utils.py", Has("load_state_dict")),
-    p(Setup, "accelerate/utils/modeling.py", Is("set_module_tensor_to_device")),
+    p(
+        Setup,
+        "transformers/modeling_utils.py",
+        Is("from_pretrained"),
+    ),
+    p(
+        Setup,
+        "transformers/modeling_utils.py",
+        Has("load_state_dict"),
+    ),
+    p(
+        Setup,
+        "accelerate/utils/modeling.py",
+        Is("set_module_tensor_to_device"),
+    ),
     // A module's forward.
     p(Forward, "torch/nn/modules/module.py", Is("_call_impl")),
-    p(Forward, "torch/nn/modules/module.py", Is("_wrapped_call_impl")),
+    p(
+        Forward,
+        "torch/nn/modules/module.py",
+        Is("_wrapped_call_impl"),
+    ),
     p(Forward, "", Is("forward")),
     // Frames that name the tensor.
     p(SavedRelease, "", Has("SavedVariable::reset_data")),
     p(AccumulateGrad, "", Has("AccumulateGrad")),
-    p(GradientBuffer, "megatron/core/distributed/param_and_grad_buffer.py", Any),
-    p(GradientBuffer, "torch/nn/parallel/distributed.py", Is("_build_grad_buckets")),
+    p(
+        GradientBuffer,
+        "megatron/core/distributed/param_and_grad_buffer.py",
+        Any,
+    ),
+    p(
+        GradientBuffer,
+        "torch/nn/parallel/distributed.py",
+        Is("_build_grad_buckets"),
+    ),
     p(GradientBuffer, "", Has("Reducer::initialize_buckets")),
-    p(GradientBuffer, "megatron/core/pipeline_parallel/p2p_communication.py", Is("create_tensor_recv_next")),
-    p(Received, "megatron/core/pipeline_parallel/p2p_communication.py", Is("create_tensor_recv_prev")),
+    p(
+        GradientBuffer,
+        "megatron/core/pipeline_parallel/p2p_communication.py",
+        Is("create_tensor_recv_next"),
+    ),
+    p(
+        Received,
+        "megatron/core/pipeline_parallel/p2p_communication.py",
+        Is("create_tensor_recv_prev"),
+    ),
 ];
 
 /// The marks of one frame.
@@ -155,6 +195,8 @@ pub(crate) struct StackMarks<'s> {
     frames: Vec<Marks>,
     /// Per stack id: its marks with the top bit set once computed.
     stacks: Vec<u16>,
+    /// Per stack id: the phase its frames say, once computed (`u8::MAX`: not yet).
+    phases: Vec<u8>,
 }
 
 const DONE: u16 = 0x8000;
@@ -165,7 +207,38 @@ impl<'s> StackMarks<'s> {
             snap,
             frames: snap.frames.iter().map(|f| frame_marks(snap, f)).collect(),
             stacks: vec![0; snap.stacks.len()],
+            phases: vec![u8::MAX; snap.stacks.len()],
         }
+    }
+
+    /// The phase `stack` runs in: backward when any frame is the engine's (a forward
+    /// recomputed in backward, a closure's backward inside `optimizer.step`, belong to
+    /// backward); else the innermost frame that says a phase (Lightning runs the forward
+    /// inside `optimizer.step(closure)`: the forward is what allocates).
+    pub fn phase(&mut self, stack: StackId) -> super::phase::Phase {
+        use super::phase::Phase;
+        let i = stack.index();
+        if let Some(&p) = self.phases.get(i)
+            && p != u8::MAX
+        {
+            return Phase::from_u8(p);
+        }
+        let frames = self.snap.stacks.get(stack);
+        let mark =
+            |f: &crate::model::FrameId| self.frames.get(f.index()).copied().unwrap_or_default();
+        let p = if frames.iter().any(|f| mark(f).has(Mark::Backward)) {
+            Phase::Backward
+        } else {
+            frames
+                .iter()
+                .map(|f| Phase::of(mark(f)))
+                .find(|p| *p != Phase::Other)
+                .unwrap_or(Phase::Other)
+        };
+        if let Some(slot) = self.phases.get_mut(i) {
+            *slot = p as u8;
+        }
+        p
     }
 
     /// The OR of the marks of `stack`'s frames.
@@ -176,12 +249,9 @@ impl<'s> StackMarks<'s> {
         {
             return Marks(m & !DONE);
         }
-        let m = self
-            .snap
-            .stacks
-            .get(stack)
-            .iter()
-            .fold(0u16, |acc, f| acc | self.frames.get(f.index()).map_or(0, |m| m.0));
+        let m = self.snap.stacks.get(stack).iter().fold(0u16, |acc, f| {
+            acc | self.frames.get(f.index()).map_or(0, |m| m.0)
+        });
         if let Some(slot) = self.stacks.get_mut(i) {
             *slot = m | DONE;
         }

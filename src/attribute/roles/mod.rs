@@ -205,7 +205,9 @@ impl RoleRules {
 
     /// The name of a role.
     pub fn name(&self, id: RoleId) -> &str {
-        self.names.get(id.0 as usize).map_or("unknown", String::as_str)
+        self.names
+            .get(id.0 as usize)
+            .map_or("unknown", String::as_str)
     }
 
     /// The role with this name.
@@ -320,7 +322,12 @@ fn applies(w: &When, f: &Facts, stacks: bool) -> bool {
 }
 
 /// Classifies every allocation of `replay` (a device of `snap` with trace `trace`).
-pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<RoleRules>) -> RoleMap {
+pub fn classify(
+    snap: &Snapshot,
+    trace: &Trace,
+    replay: &Replay,
+    rules: &Arc<RoleRules>,
+) -> RoleMap {
     let mut marks = StackMarks::new(snap);
     let phases = Phases::of(trace, &mut marks);
     let stacks = phases.recorded.alloc_stacks;
@@ -385,7 +392,8 @@ pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<Rol
             },
             Some(a) => {
                 let ai = a as usize;
-                let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);                let freed_by = l
+                let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);
+                let freed_by = l
                     .free_stack(trace)
                     .map_or(Marks::default(), |s| marks.of(s));
                 let mut kept = [false; 6];
@@ -396,8 +404,7 @@ pub fn classify(snap: &Snapshot, trace: &Trace, replay: &Replay, rules: &Arc<Rol
                     !in_phase && phases.backward_between(a, freed);
                 kept[Kept::FromStart as usize] =
                     l.freed.is_none() && phases.first_work.is_some_and(|w| a < w);
-                kept[Kept::AcrossForward as usize] =
-                    !in_phase && phases.forward_between(a, freed);
+                kept[Kept::AcrossForward as usize] = !in_phase && phases.forward_between(a, freed);
                 Facts {
                     traced: true,
                     workspace: phase::is_workspace(trace, ai),

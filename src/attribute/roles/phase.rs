@@ -36,8 +36,19 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// The phase a stack's marks say, by precedence: backward (a forward recomputed in
-    /// backward belongs to backward), the optimizer, set-up, forward.
+    /// The phase of a code `u8`.
+    pub(crate) fn from_u8(v: u8) -> Phase {
+        match v {
+            1 => Phase::Forward,
+            2 => Phase::Backward,
+            3 => Phase::Optimizer,
+            4 => Phase::Setup,
+            _ => Phase::Other,
+        }
+    }
+
+    /// The phase marks say, by precedence: backward, the optimizer, set-up, forward (for
+    /// one frame; a stack's phase is its innermost frame's, see `StackMarks::phase`).
     pub fn of(m: Marks) -> Phase {
         if m.has(Mark::Backward) {
             Phase::Backward
@@ -119,7 +130,7 @@ impl Phases {
                 if s == StackId::EMPTY {
                     return Some(Phase::Backward);
                 }
-                return Some(Phase::of(marks.of(s)));
+                return Some(marks.phase(s));
             }
             None
         };

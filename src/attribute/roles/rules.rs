@@ -73,121 +73,196 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "untraced",
         role: Role::Untraced,
-        when: When { traced: Some(false), ..ANY },
+        when: When {
+            traced: Some(false),
+            ..ANY
+        },
         doc: "no alloc event in the trace: made before recording began or before the ring buffer wrapped",
     },
     Rule {
         id: "no-stacks",
         role: Role::Unknown,
-        when: When { stacks: Some(false), ..ANY },
+        when: When {
+            stacks: Some(false),
+            ..ANY
+        },
         doc: "the trace records no stacks (context None or \"state\"), so phases cannot be told apart",
     },
     Rule {
         id: "npu-workspace",
         role: Role::Temporary,
-        when: When { workspace: Some(true), ..ANY },
+        when: When {
+            workspace: Some(true),
+            ..ANY
+        },
         doc: "a torch_npu workspace block (workspace_snapshot): kernels' scratch memory",
     },
     Rule {
         id: "accumulate-grad",
         role: Role::Gradient,
-        when: When { made_by: Some(Mark::AccumulateGrad), kept: Some(BeyondPhase), ..ANY },
+        when: When {
+            made_by: Some(Mark::AccumulateGrad),
+            kept: Some(BeyondPhase),
+            ..ANY
+        },
         doc: "made by AccumulateGrad and kept: a .grad",
     },
     Rule {
         id: "gradient-buffer",
         role: Role::Gradient,
-        when: When { made_by: Some(Mark::GradientBuffer), ..ANY },
+        when: When {
+            made_by: Some(Mark::GradientBuffer),
+            ..ANY
+        },
         doc: "made by a gradient buffer: DDP/Megatron grad buckets, a pipeline stage's received output gradient",
     },
     Rule {
         id: "zero-grad",
         role: Role::Gradient,
-        when: When { freed_by: Some(Mark::ZeroGrad), ..ANY },
+        when: When {
+            freed_by: Some(Mark::ZeroGrad),
+            ..ANY
+        },
         doc: "freed by zero_grad: a .grad",
     },
     Rule {
         id: "setup",
         role: Role::Parameter,
-        when: When { made_in: &[Setup], ..ANY },
+        when: When {
+            made_in: &[Setup],
+            ..ANY
+        },
         doc: "made by model set-up: construction, .to()/.cuda(), state-dict loading, FSDP/ZeRO flat parameters",
     },
     Rule {
         id: "optimizer-kept",
         role: Role::OptimizerState,
-        when: When { made_in: &[Optimizer], kept: Some(BeyondPhase), ..ANY },
+        when: When {
+            made_in: &[Optimizer],
+            kept: Some(BeyondPhase),
+            ..ANY
+        },
         doc: "made in the optimizer and kept past its step: optimizer state",
     },
     Rule {
         id: "optimizer-scratch",
         role: Role::Temporary,
-        when: When { made_in: &[Optimizer], kept: Some(InPhase), ..ANY },
+        when: When {
+            made_in: &[Optimizer],
+            kept: Some(InPhase),
+            ..ANY
+        },
         doc: "made and freed inside the optimizer step",
     },
     Rule {
         id: "saved-for-backward",
         role: Role::Activation,
-        when: When { freed_by: Some(Mark::SavedRelease), made_in: &[Forward, Other], ..ANY },
+        when: When {
+            freed_by: Some(Mark::SavedRelease),
+            made_in: &[Forward, Other],
+            ..ANY
+        },
         doc: "released by SavedVariable::reset_data: saved by a forward for its backward",
     },
     Rule {
         id: "backward-kept",
         role: Role::Gradient,
-        when: When { made_in: &[Backward], kept: Some(BeyondPhase), ..ANY },
+        when: When {
+            made_in: &[Backward],
+            kept: Some(BeyondPhase),
+            ..ANY
+        },
         doc: "made in backward and alive past the end of that backward: a gradient",
     },
     Rule {
         id: "backward-scratch",
         role: Role::Temporary,
-        when: When { made_in: &[Backward], kept: Some(InPhase), ..ANY },
+        when: When {
+            made_in: &[Backward],
+            kept: Some(InPhase),
+            ..ANY
+        },
         doc: "made and freed inside one backward",
     },
     Rule {
         id: "forward-scratch",
         role: Role::Temporary,
-        when: When { made_in: &[Forward], kept: Some(InPhase), ..ANY },
+        when: When {
+            made_in: &[Forward],
+            kept: Some(InPhase),
+            ..ANY
+        },
         doc: "made and freed inside one forward",
     },
     Rule {
         id: "forward-kept",
         role: Role::Activation,
-        when: When { made_in: &[Forward], kept: Some(BeyondPhase), ..ANY },
+        when: When {
+            made_in: &[Forward],
+            kept: Some(BeyondPhase),
+            ..ANY
+        },
         doc: "made in a forward and alive past its end: saved for backward, or an output kept",
     },
     Rule {
         id: "loop-freed-in-backward",
         role: Role::Activation,
-        when: When { made_in: &[Other], kept: Some(FreedInBackward), ..ANY },
+        when: When {
+            made_in: &[Other],
+            kept: Some(FreedInBackward),
+            ..ANY
+        },
         doc: "made around the forward (an input, a received buffer) and freed in backward",
     },
     Rule {
         id: "received-input",
         role: Role::Activation,
-        when: When { made_by: Some(Mark::Received), made_in: &[Other], kept: Some(BeyondPhase), ..ANY },
+        when: When {
+            made_by: Some(Mark::Received),
+            made_in: &[Other],
+            kept: Some(BeyondPhase),
+            ..ANY
+        },
         doc: "a pipeline stage's received input (P2P receive buffer), kept past the code that received it",
     },
     Rule {
         id: "loop-from-start",
         role: Role::Parameter,
-        when: When { made_in: &[Other], kept: Some(FromStart), ..ANY },
+        when: When {
+            made_in: &[Other],
+            kept: Some(FromStart),
+            ..ANY
+        },
         doc: "made before any forward or backward ran and never freed: alive across every step",
     },
     Rule {
         id: "loop-across-backward",
         role: Role::Activation,
-        when: When { made_in: &[Other], kept: Some(AcrossBackward), ..ANY },
+        when: When {
+            made_in: &[Other],
+            kept: Some(AcrossBackward),
+            ..ANY
+        },
         doc: "made around the forward and alive when a backward began: an input kept for it",
     },
     Rule {
         id: "loop-input",
         role: Role::Activation,
-        when: When { made_in: &[Other], kept: Some(AcrossForward), ..ANY },
+        when: When {
+            made_in: &[Other],
+            kept: Some(AcrossForward),
+            ..ANY
+        },
         doc: "made around the forward and alive when a later forward began: an input of it (a batch, a received buffer)",
     },
     Rule {
         id: "loop-scratch",
         role: Role::Temporary,
-        when: When { made_in: &[Other], kept: Some(InPhase), ..ANY },
+        when: When {
+            made_in: &[Other],
+            kept: Some(InPhase),
+            ..ANY
+        },
         doc: "made and freed in the code around the model (after a forward: in that pass)",
     },
     Rule {
