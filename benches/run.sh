@@ -43,6 +43,7 @@ LEAKSCOPE_CMDS=(
     "summary"
     "summary --json"
     "top --at peak"
+    "top --at peak --by role"
     "top --at end --by stack"
     "tree --at peak"
     "flamegraph --at peak -o target/bench/flamegraph.svg"

@@ -178,10 +178,16 @@ fn holders(o: &mut String, title: &str, rows: &[TopRow], by: &str, style: Style)
     let mut t = Table::new(&[
         ("bytes", Align::Right),
         ("blocks", Align::Right),
+        ("role", Align::Left),
         (by, Align::Left),
     ]);
     for row in rows {
-        t.row([bytes(row.bytes), count(row.blocks), row.site.label.clone()]);
+        t.row([
+            bytes(row.bytes),
+            count(row.blocks),
+            super::top::role_cell(&row.roles, row.bytes),
+            row.site.label.clone(),
+        ]);
     }
     o.push_str(&t.render(style));
 }

@@ -134,10 +134,16 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
         let mut t = Table::new(&[
             ("bytes", Align::Right),
             ("blocks", Align::Right),
+            ("role", Align::Left),
             ("site", Align::Left),
         ]);
         for h in &r.top_holders {
-            t.row([bytes(h.bytes), count(h.blocks), h.site.label.clone()]);
+            t.row([
+                bytes(h.bytes),
+                count(h.blocks),
+                super::top::role_cell(&h.roles, h.bytes),
+                h.site.label.clone(),
+            ]);
         }
         o.push_str(&t.render(style));
     }

@@ -31,8 +31,15 @@ fn share(part: u64, whole: u64) -> String {
 pub fn role_cell(roles: &[RoleBytes], total: u64) -> String {
     match roles {
         [] => String::new(),
-        [only] => only.role.clone(),
-        [first, ..] => format!("{} {}", first.role, share(first.bytes, total)),
+        // A share of 99.5% or more prints as 100%: the name alone says it.
+        [first, ..] if roles.len() == 1 || first.bytes as f64 >= 0.995 * total as f64 => {
+            first.role.clone()
+        }
+        [first, ..] => format!(
+            "{} {:.0}%",
+            first.role,
+            first.bytes as f64 / total.max(1) as f64 * 100.0
+        ),
     }
 }
 
