@@ -161,12 +161,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// How alike the middle windows are: the share of them within 2x of their median length,
-/// and the share of their events those hold.
-fn alike(starts: &[u32], events: u32) -> (f64, f64) {
+/// The event counts of the middle windows (all but the first and the last; every window
+/// when there are two or fewer).
+fn middle_lengths(starts: &[u32], events: u32) -> Vec<u64> {
     let n = starts.len();
     let middle = if n > 2 { 1..n - 1 } else { 0..n };
-    let mut lens: Vec<u64> = middle
+    middle
         .map(|k| {
             starts
                 .get(k + 1)
@@ -174,16 +174,15 @@ fn alike(starts: &[u32], events: u32) -> (f64, f64) {
                 .unwrap_or(events)
                 .saturating_sub(starts[k]) as u64
         })
-        .collect();
-    // The upper median, selected in place (linear where sorting is not: families of call
-    // sites can have a window per allocation); what follows only counts and sums, so the
-    // order selecting leaves does not matter.
-    let half = lens.len() / 2;
-    let med = if lens.is_empty() {
-        0
-    } else {
-        *lens.select_nth_unstable(half).1
-    };
+        .collect()
+}
+
+/// How alike the middle windows are: the share of them within 2x of their median length,
+/// and the share of their events those hold.
+fn alike(starts: &[u32], events: u32) -> (f64, f64) {
+    let mut lens = middle_lengths(starts, events);
+    // What follows only counts and sums, so the order selecting leaves does not matter.
+    let med = upper_median(&mut lens);
     let (mut n_ok, mut ev_ok, mut ev_all) = (0usize, 0u64, 0u64);
     for &l in &lens {
         ev_all += l;
@@ -309,17 +308,12 @@ fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
 
 /// Events of the median middle window (all but the first and the last).
 fn median_events(starts: &[u32], events: u32) -> u64 {
-    let n = starts.len();
-    let middle = if n > 2 { 1..n - 1 } else { 0..n };
-    let mut lens: Vec<u64> = middle
-        .map(|k| {
-            starts
-                .get(k + 1)
-                .copied()
-                .unwrap_or(events)
-                .saturating_sub(starts[k]) as u64
-        })
-        .collect();
+    upper_median(&mut middle_lengths(starts, events))
+}
+
+/// The upper median of `lens` (0 when empty), selected in place: linear where sorting is
+/// not (families of call sites can have a window per allocation).
+fn upper_median(lens: &mut [u64]) -> u64 {
     if lens.is_empty() {
         return 0;
     }
