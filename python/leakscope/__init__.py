@@ -14,7 +14,7 @@ Example::
 """
 
 from ._native import SnapshotError, __version__, default_max_decompressed_bytes
-from ._export import export_perfetto, export_pprof
+from ._export import export_parquet, export_perfetto, export_pprof
 from ._results import CheckResult, Result
 from ._snapshot import Snapshot, check, compare, from_snapshot, load, ranks
 
@@ -27,6 +27,7 @@ __all__ = [
     "check",
     "compare",
     "default_max_decompressed_bytes",
+    "export_parquet",
     "export_perfetto",
     "export_pprof",
     "from_snapshot",

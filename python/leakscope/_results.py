@@ -43,6 +43,7 @@ def _suspect_row(device: int, s: dict, suspect: bool) -> Row:
     return {
         "device": device,
         "site": _label(s.get("site")),
+        "role": s.get("role"),
         "kind": s.get("kind"),
         "suspect": suspect,
         "bytes_per_window": s.get("bytes_per_window"),
@@ -64,8 +65,8 @@ def _leaks_rows(d: dict) -> List[Row]:
 
 def _top_rows(d: dict) -> List[Row]:
     return [
-        {"device": dev["device"], "site": _label(r.get("site")), "bytes": r.get("bytes"),
-         "share": r.get("share"), "blocks": r.get("blocks")}
+        {"device": dev["device"], "site": _label(r.get("site")), "role": r.get("role"),
+         "bytes": r.get("bytes"), "share": r.get("share"), "blocks": r.get("blocks")}
         for dev in _devices(d) for r in dev.get("rows") or []
     ]
 
@@ -87,8 +88,8 @@ def _tree_rows(d: dict) -> List[Row]:
 
 def _oom_rows(d: dict) -> List[Row]:
     return [
-        {"device": dev["device"], "site": _label(h.get("site")), "bytes": h.get("bytes"),
-         "blocks": h.get("blocks")}
+        {"device": dev["device"], "site": _label(h.get("site")), "role": h.get("role"),
+         "bytes": h.get("bytes"), "blocks": h.get("blocks")}
         for dev in _devices(d) for h in dev.get("top_holders") or []
     ]
 
@@ -116,7 +117,7 @@ def _compare_rows(d: dict) -> List[Row]:
     for dev in _devices(d):
         for s in dev.get("sites") or []:
             rows.append({"device_a": dev["a"]["device"], "device_b": dev["b"]["device"],
-                         "site": _label(s.get("site")),
+                         "site": _label(s.get("site")), "role": s.get("role"),
                          "a_bytes_per_window": s["a"]["bytes_per_window"], "a_kind": s["a"]["kind"],
                          "b_bytes_per_window": s["b"]["bytes_per_window"], "b_kind": s["b"]["kind"],
                          "difference": s.get("difference")})
@@ -135,7 +136,7 @@ def _check_rows(d: dict) -> List[Row]:
     return [
         {"file": f["file"], "device": dev["device"], "name": c["name"], "value": c["value"],
          "limit": c["limit"], "passed": c["passed"], "site": _label(c.get("site")),
-         "kind": c.get("kind"), "unjudged": c.get("unjudged")}
+         "role": c.get("role"), "kind": c.get("kind"), "unjudged": c.get("unjudged")}
         for f in d.get("files") or [] for dev in f.get("devices") or []
         for c in dev.get("cases") or []
     ]
@@ -167,7 +168,7 @@ class Result:
     Example::
 
         r = leakscope.load("run.pickle").leaks()
-        r.to_dict()["schema"]      # 'leakscope.leaks/4'
+        r.to_dict()["schema"]      # 'leakscope.leaks/5'
         r.to_pandas()              # one row per growing site
     """
 
@@ -181,7 +182,7 @@ class Result:
 
     @property
     def schema(self) -> str:
-        """The JSON schema name and version, for example ``leakscope.leaks/4``."""
+        """The JSON schema name and version, for example ``leakscope.leaks/5``."""
         return self._data.get("schema", "")
 
     def to_dict(self) -> dict:

@@ -14,12 +14,17 @@ Device = Union[int, str, None]
 
 
 def _opts(**kw: Any) -> Dict[str, Any]:
-    """Options as the binding takes them: the command line's strings, unset ones left out."""
+    """Options as the binding takes them: the command line's strings (parsed there, by the
+    library's own parsers), unset ones left out; ``roles`` a path."""
     out: Dict[str, Any] = {}
     for k, v in kw.items():
         if v is None or v is False:
             continue
-        out[k] = str(v) if k == "device" else v
+        if k == "device":
+            v = str(v)
+        elif k == "roles":
+            v = os.fspath(v)
+        out[k] = v
     return out
 
 
@@ -67,13 +72,15 @@ class Snapshot:
               device: Device = None, warmup: int = 0, min_bytes: int = 0,
               user_code: Optional[str] = None, exclude: Optional[str] = None,
               focus: Optional[str] = None, python_only: bool = False,
-              keep_internal: bool = False) -> Result:
+              keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
         """The call sites whose memory grows per window (micro-batch)
-        (``leakscope leaks --json``, schema ``leakscope.leaks/4``).
+        (``leakscope leaks --json``, schema ``leakscope.leaks/5``).
 
         ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
         ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
-        ``user``, ``stack``, ``file`` or ``function``; ``device``: an index (default: all).
+        ``user``, ``stack``, ``file``, ``function`` or ``role``; ``device``: an index
+        (default: all); ``roles``: a TOML file with a ``[roles]`` table (``--roles``).
+        Each suspect names its memory ``role`` (the ``role`` column of ``to_pandas()``).
 
         Example::
 
@@ -83,7 +90,7 @@ class Snapshot:
         return Result._from_json("leaks", self._native.leaks(_opts(
             windows=windows, within=within, by=by, device=device, warmup=warmup,
             min_bytes=min_bytes, user_code=user_code, exclude=exclude, focus=focus,
-            python_only=python_only, keep_internal=keep_internal)))
+            python_only=python_only, keep_internal=keep_internal, roles=roles)))
 
     def windows(self, windows: str = "auto", within: Optional[str] = None,
                 device: Device = None) -> Result:
@@ -99,9 +106,12 @@ class Snapshot:
     def top(self, at: str = "end", by: str = "site", device: Device = None,
             limit: Optional[int] = None, user_code: Optional[str] = None,
             exclude: Optional[str] = None, focus: Optional[str] = None,
-            python_only: bool = False, keep_internal: bool = False) -> Result:
+            python_only: bool = False, keep_internal: bool = False,
+            roles: Optional[PathLike] = None) -> Result:
         """What holds memory at a point: ``end``, ``peak``, ``oom``, ``event:N`` or
         ``time:US`` (``leakscope top --json``; ``limit`` rows per device, default 20).
+        Each row names the memory ``role`` of most of its bytes; ``by="role"`` groups by
+        role; ``roles``: a TOML file with a ``[roles]`` table (``--roles``).
 
         Example::
 
@@ -109,13 +119,16 @@ class Snapshot:
         """
         return Result._from_json("top", self._native.top(
             _opts(by=by, device=device, user_code=user_code, exclude=exclude, focus=focus,
-                  python_only=python_only, keep_internal=keep_internal),
+                  python_only=python_only, keep_internal=keep_internal, roles=roles),
             at, 20 if limit is None else limit))
 
     def tree(self, at: str = "end", device: Device = None, exclude: Optional[str] = None,
              focus: Optional[str] = None, python_only: bool = False,
-             keep_internal: bool = False) -> Result:
-        """The call tree of the memory live at a point (``leakscope tree --json``).
+             keep_internal: bool = False, by: str = "site",
+             roles: Optional[PathLike] = None) -> Result:
+        """The call tree of the memory live at a point (``leakscope tree --json``);
+        ``by="role"``: a node per memory role under the root (``roles``: a TOML file with a
+        ``[roles]`` table, as ``--roles``).
 
         Example::
 
@@ -123,7 +136,7 @@ class Snapshot:
         """
         return Result._from_json("tree", self._native.tree(
             _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal), at))
+                  keep_internal=keep_internal, by=by, roles=roles), at))
 
     def segments(self, at: str = "end", device: Device = None) -> Result:
         """The segment map at a point (``leakscope segments --json``).
@@ -134,14 +147,17 @@ class Snapshot:
         """
         return Result._from_json("segments", self._native.segments(_opts(device=device), at))
 
-    def oom(self, windows: str = "auto", device: Device = None) -> Result:
-        """Why an allocation failed (``leakscope oom --json``).
+    def oom(self, windows: str = "auto", device: Device = None, by: str = "site",
+            roles: Optional[PathLike] = None) -> Result:
+        """Why an allocation failed (``leakscope oom --json``); each holder names its
+        memory ``role`` (``roles``: a TOML file with a ``[roles]`` table, as ``--roles``).
 
         Example::
 
             snap.oom().to_dict()["devices"][0]["advice"]
         """
-        return Result._from_json("oom", self._native.oom(_opts(windows=windows, device=device)))
+        return Result._from_json("oom", self._native.oom(
+            _opts(windows=windows, device=device, by=by, roles=roles)))
 
     def flamegraph(self, path: Optional[PathLike] = None, at: str = "end",
                    device: Device = None, folded: bool = False,
@@ -161,16 +177,17 @@ class Snapshot:
 
     def report(self, path: Optional[PathLike] = None, windows: str = "auto",
                within: Optional[str] = None, by: str = "site",
-               device: Device = None) -> Result:
+               device: Device = None, roles: Optional[PathLike] = None) -> Result:
         """The self-contained HTML report, written to ``path`` when given; returns its
-        data (``leakscope report --json``, schema ``leakscope.report/4``).
+        data (``leakscope report --json``, schema ``leakscope.report/5``).
 
         Example::
 
             snap.report("report.html")
         """
         data, page = self._native.report_page(
-            _opts(windows=windows, within=within, by=by, device=device), path is not None)
+            _opts(windows=windows, within=within, by=by, device=device, roles=roles),
+            path is not None)
         if path is not None and page is not None:
             _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
         return Result._from_json("report", data)
@@ -219,7 +236,8 @@ def _snapshot(s: Union[Snapshot, PathLike, bytes]) -> Snapshot:
 
 
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
-            within: Optional[str] = None, by: str = "site", device: Device = None) -> Result:
+            within: Optional[str] = None, by: str = "site", device: Device = None,
+            roles: Optional[PathLike] = None) -> Result:
     """Two runs side by side: growth per site and end state
     (``leakscope compare A B --json``, schema ``leakscope.compare/2``).
 
@@ -227,7 +245,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
 
         leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
     """
-    opts = _opts(windows=windows, within=within, by=by, device=device)
+    opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles)
     return Result._from_json(
         "compare", _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts))
 
@@ -245,10 +263,12 @@ def ranks(directory: PathLike, windows: str = "auto") -> Result:
 
 def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
           budget: Union[PathLike, str], baseline: Optional[Union[PathLike, dict]] = None,
-          windows: Optional[str] = None) -> CheckResult:
-    """The CI memory gate (``leakscope check --json``, schema ``leakscope.check/4``):
+          windows: Optional[str] = None, roles: Optional[PathLike] = None) -> CheckResult:
+    """The CI memory gate (``leakscope check --json``, schema ``leakscope.check/5``):
     ``budget`` is a TOML file (or its text); ``baseline`` an earlier ``check`` or
-    ``leaks`` JSON file (or its dict). The result's ``passed`` says whether every limit held.
+    ``leaks`` JSON file (or its dict); ``roles`` a TOML file with a ``[roles]`` table (as
+    ``--roles``; the budget's own ``[roles]`` otherwise). The result's ``passed`` says
+    whether every limit held.
 
     Example::
 
@@ -263,7 +283,8 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
         baseline_text = json.dumps(baseline)
     elif baseline is not None:
         baseline_text = _native.read_small_text(os.fspath(baseline))
-    data, junit = _native.check(sessions, budget_text, baseline_text, windows)
+    roles_path = None if roles is None else os.fspath(roles)
+    data, junit = _native.check(sessions, budget_text, baseline_text, windows, roles_path)
     return CheckResult(json.loads(data), junit)
 
 

@@ -3,10 +3,12 @@
 //! result objects; options arrive as the strings the command line takes and are parsed by
 //! the same `FromStr` implementations. Loading and analysing run without the GIL.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use leakscope::attribute::GroupBy;
+use leakscope::attribute::roles::RoleRules;
 use leakscope::budget::{Baseline, Budget};
 use leakscope::render;
 use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
@@ -68,8 +70,21 @@ fn regex(o: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<regex::Regex>> {
         .transpose()
 }
 
+/// A `[roles]` file (`roles=PATH`, as `--roles`), read with the library's size limit and
+/// compiled by [`RoleRules::from_toml`].
+fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
+    let text = leakscope::files::read_small_text(path).map_err(|e| match e {
+        leakscope::files::SmallTextError::Io(io) => PyErr::from(io),
+        other => PyValueError::new_err(format!("roles={}: {other}", path.display())),
+    })?;
+    RoleRules::from_toml(&text)
+        .map(Arc::new)
+        .map_err(|e| PyValueError::new_err(format!("roles={}: {e}", path.display())))
+}
+
 /// The session's options from the keyword arguments the Python methods take (strings as
-/// on the command line: `windows="annotation:step"`, `by="stack"`, `device="1"`).
+/// on the command line: `windows="annotation:step"`, `by="stack"`, `device="1"`; `roles`
+/// the path of a TOML file with a `[roles]` table).
 fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
     let mut opts = Options::default();
     let Some(o) = o else {
@@ -94,7 +109,22 @@ fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
     opts.filters.keep_internal = get::<bool>(o, "keep_internal")?.unwrap_or(false);
     opts.leaks.warmup = get::<usize>(o, "warmup")?.unwrap_or(0);
     opts.leaks.min_bytes = get::<u64>(o, "min_bytes")?.unwrap_or(0);
+    if let Some(p) = get::<PathBuf>(o, "roles")? {
+        opts.roles = roles_file(&p)?;
+    }
     Ok(opts)
+}
+
+/// The analysis options of an export: `windows` and `roles` as the command line's.
+fn export_analysis(windows: Option<&str>, roles: Option<&Path>) -> PyResult<Options> {
+    let mut o = Options::default();
+    if let Some(w) = windows {
+        o.windows = parse(w, "windows")?;
+    }
+    if let Some(p) = roles {
+        o.roles = roles_file(p)?;
+    }
+    Ok(o)
 }
 
 fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
@@ -186,6 +216,13 @@ impl NativeSession {
         at_: &str,
     ) -> PyResult<String> {
         let (o, a) = (options(opts)?, at(at_)?);
+        // The tree follows stacks; only roles group it further (as `tree --by`).
+        if !matches!(o.by, GroupBy::Site | GroupBy::Role) {
+            return Err(PyValueError::new_err(format!(
+                "by={:?}: the tree groups by role (or site, the default)",
+                o.by.to_string()
+            )));
+        }
         let s = &self.inner;
         let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
         render::json::tree(&r).map_err(json_error)
@@ -374,27 +411,33 @@ fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
 /// --parquet`); returns what was written as JSON (`leakscope.export/1`: the tables with
 /// their row counts, the files read and those that could not be).
 #[pyfunction]
-fn export_parquet(py: Python<'_>, paths: Vec<PathBuf>, out_dir: PathBuf) -> PyResult<String> {
-    let r =
-        py.detach(|| session::export_parquet(&paths, &out_dir, &session::ExportOptions::default()));
-    exported(r)
+#[pyo3(signature = (paths, out_dir, windows=None, roles=None))]
+fn export_parquet(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    out_dir: PathBuf,
+    windows: Option<&str>,
+    roles: Option<PathBuf>,
+) -> PyResult<String> {
+    let mut opts = session::ExportOptions::default();
+    opts.analysis = export_analysis(windows, roles.as_deref())?;
+    exported(py.detach(|| session::export_parquet(&paths, &out_dir, &opts)))
 }
 
 /// Files and run directories as one Perfetto trace at `out` (`leakscope export
 /// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written as JSON
 /// (`leakscope.export.perfetto/1`).
 #[pyfunction]
-#[pyo3(signature = (paths, out, windows=None))]
+#[pyo3(signature = (paths, out, windows=None, roles=None))]
 fn export_perfetto(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     out: PathBuf,
     windows: Option<&str>,
+    roles: Option<PathBuf>,
 ) -> PyResult<String> {
     let mut opts = session::PerfettoOptions::default();
-    if let Some(w) = windows {
-        opts.export.analysis.windows = parse(w, "windows")?;
-    }
+    opts.export.analysis = export_analysis(windows, roles.as_deref())?;
     opts.gzip = out.extension().is_some_and(|e| e == "gz");
     exported(py.detach(|| session::export_perfetto(&paths, &out, &opts)))
 }
@@ -403,7 +446,7 @@ fn export_perfetto(
 /// stack at `at`, or survivors per window with `growth`; returns what was written as JSON
 /// (`leakscope.export.pprof/1`).
 #[pyfunction]
-#[pyo3(signature = (path, out, at_="end", growth=false, windows=None))]
+#[pyo3(signature = (path, out, at_="end", growth=false, windows=None, roles=None))]
 fn export_pprof(
     py: Python<'_>,
     path: PathBuf,
@@ -411,13 +454,12 @@ fn export_pprof(
     at_: &str,
     growth: bool,
     windows: Option<&str>,
+    roles: Option<PathBuf>,
 ) -> PyResult<String> {
     let mut opts = session::PprofOptions::default();
     opts.at = parse(at_, "at")?;
     opts.growth = growth;
-    if let Some(w) = windows {
-        opts.export.analysis.windows = parse(w, "windows")?;
-    }
+    opts.export.analysis = export_analysis(windows, roles.as_deref())?;
     exported(py.detach(|| session::export_pprof(&path, &out, &opts)))
 }
 
@@ -438,16 +480,18 @@ fn exported<T: serde::Serialize>(r: Result<T, session::ExportError>) -> PyResult
     }
 }
 
-/// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text; returns
-/// the report's JSON and its JUnit XML.
+/// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text, a
+/// `[roles]` file (used instead of the budget's own `[roles]`); returns the report's JSON
+/// and its JUnit XML.
 #[pyfunction]
-#[pyo3(signature = (sessions, budget, baseline=None, windows=None))]
+#[pyo3(signature = (sessions, budget, baseline=None, windows=None, roles=None))]
 fn check(
     py: Python<'_>,
     sessions: Vec<PyRef<'_, NativeSession>>,
     budget: &str,
     baseline: Option<&str>,
     windows: Option<&str>,
+    roles: Option<PathBuf>,
 ) -> PyResult<(String, String)> {
     let budget =
         Budget::parse(budget).map_err(|e| PyValueError::new_err(format!("budget: {e}")))?;
@@ -456,7 +500,11 @@ fn check(
         .transpose()
         .map_err(|e| PyValueError::new_err(format!("baseline: {e}")))?;
     let windows = windows.map(|w| parse(w, "windows")).transpose()?;
-    let opts = session::check_options(&budget, windows, &Options::default());
+    let mut base = Options::default();
+    if let Some(p) = roles {
+        base.roles = roles_file(&p)?;
+    }
+    let opts = session::check_options(&budget, windows, &base);
     let all: Vec<Arc<Session>> = sessions.iter().map(|s| s.inner.clone()).collect();
     py.detach(|| {
         let files = all

@@ -57,8 +57,11 @@ def decode(profile_pb2, path: Path):
     return p
 
 
-def site_of(frames) -> str:
-    """The generator's site of a stack: its innermost Python frame."""
+def site_of(frames, role=None) -> str:
+    """The generator's site of a stack: its innermost Python frame; ``<untraced>`` for a
+    block with neither frames nor an alloc event (role ``untraced``)."""
+    if not frames and role == "untraced":
+        return "<untraced>"
     py = [f for f in frames if f[0].endswith(".py")]
     return f"{py[0][0]}:{py[0][1]}:{py[0][2]}" if py else "<no python frame>"
 
@@ -80,10 +83,12 @@ class Read:
         self.default = s[p.default_sample_type]
 
     def samples(self):
+        """(frames, values, labels) per sample: numeric labels as numbers, string labels
+        (``role``) as strings."""
         s = self.p.string_table
         for smp in self.p.sample:
             frames = [self.locs[i] for i in smp.location_id]
-            labels = {s[lb.key]: lb.num for lb in smp.label}
+            labels = {s[lb.key]: (s[lb.str] if lb.str else lb.num) for lb in smp.label}
             yield frames, list(smp.value), labels
 
     def by_site(self, device=None):
@@ -92,8 +97,9 @@ class Read:
         for frames, values, labels in self.samples():
             if device is not None and labels["device"] != device:
                 continue
-            out[site_of(frames)][0] += values[0]
-            out[site_of(frames)][1] += values[1]
+            site = site_of(frames, labels.get("role"))
+            out[site][0] += values[0]
+            out[site][1] += values[1]
         return {k: tuple(v) for k, v in out.items()}
 
 
