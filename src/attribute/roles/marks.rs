@@ -4,7 +4,7 @@
 //! line each, matched against the frame's function name and its file (with `\`
 //! read as `/`, so Windows paths match too).
 
-use crate::model::{Frame, Snapshot, StackId};
+use crate::model::{Frame, FrameId, Snapshot, StackId};
 
 /// A fact a frame establishes, as a bit of [`Marks`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,8 +195,6 @@ pub(crate) struct StackMarks<'s> {
     frames: Vec<Marks>,
     /// Per stack id: its marks with the top bit set once computed.
     stacks: Vec<u16>,
-    /// Per stack id: the phase its frames say, once computed (`u8::MAX`: not yet).
-    phases: Vec<u8>,
 }
 
 const DONE: u16 = 0x8000;
@@ -207,38 +205,17 @@ impl<'s> StackMarks<'s> {
             snap,
             frames: snap.frames.iter().map(|f| frame_marks(snap, f)).collect(),
             stacks: vec![0; snap.stacks.len()],
-            phases: vec![u8::MAX; snap.stacks.len()],
         }
     }
 
-    /// The phase `stack` runs in: backward when any frame is the engine's (a forward
-    /// recomputed in backward, a closure's backward inside `optimizer.step`, belong to
-    /// backward); else the innermost frame that says a phase (Lightning runs the forward
-    /// inside `optimizer.step(closure)`: the forward is what allocates).
-    pub fn phase(&mut self, stack: StackId) -> super::phase::Phase {
-        use super::phase::Phase;
-        let i = stack.index();
-        if let Some(&p) = self.phases.get(i)
-            && p != u8::MAX
-        {
-            return Phase::from_u8(p);
-        }
-        let frames = self.snap.stacks.get(stack);
-        let mark =
-            |f: &crate::model::FrameId| self.frames.get(f.index()).copied().unwrap_or_default();
-        let p = if frames.iter().any(|f| mark(f).has(Mark::Backward)) {
-            Phase::Backward
-        } else {
-            frames
-                .iter()
-                .map(|f| Phase::of(mark(f)))
-                .find(|p| *p != Phase::Other)
-                .unwrap_or(Phase::Other)
-        };
-        if let Some(slot) = self.phases.get_mut(i) {
-            *slot = p as u8;
-        }
-        p
+    /// The marks of one frame.
+    pub fn frame(&self, f: FrameId) -> Marks {
+        self.frames.get(f.index()).copied().unwrap_or_default()
+    }
+
+    /// The frames of `stack`, innermost first.
+    pub fn frames_of(&self, stack: StackId) -> &'s [FrameId] {
+        self.snap.stacks.get(stack)
     }
 
     /// The OR of the marks of `stack`'s frames.

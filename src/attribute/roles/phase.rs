@@ -118,7 +118,9 @@ impl Phases {
     pub(crate) fn of(trace: &Trace, marks: &mut StackMarks) -> Phases {
         let recorded = Recorded::of(trace);
         let n = trace.len();
-        let said = |i: usize, marks: &mut StackMarks| -> Option<Phase> {
+        // Per stack id: its phase once computed (`u8::MAX`: not yet).
+        let mut cache: Vec<u8> = Vec::new();
+        let mut said = |i: usize, marks: &mut StackMarks| -> Option<Phase> {
             if is_workspace(trace, i) {
                 return None;
             }
@@ -130,7 +132,7 @@ impl Phases {
                 if s == StackId::EMPTY {
                     return Some(Phase::Backward);
                 }
-                return Some(marks.phase(s));
+                return Some(stack_phase(s, marks, &mut cache));
             }
             None
         };
@@ -207,6 +209,34 @@ impl Phases {
     pub fn forward_between(&self, a: u32, end: Option<u32>) -> bool {
         starts_between(&self.forward_starts, a, end)
     }
+}
+
+/// The phase `stack` runs in: backward when any frame is the engine's (a forward
+/// recomputed in backward, a closure's backward inside `optimizer.step`, belong to
+/// backward); else the innermost frame that says a phase (Lightning runs the forward
+/// inside `optimizer.step(closure)`: the forward is what allocates).
+fn stack_phase(stack: StackId, marks: &StackMarks, cache: &mut Vec<u8>) -> Phase {
+    let i = stack.index();
+    if let Some(&p) = cache.get(i)
+        && p != u8::MAX
+    {
+        return Phase::from_u8(p);
+    }
+    let frames = marks.frames_of(stack);
+    let p = if frames.iter().any(|&f| marks.frame(f).has(Mark::Backward)) {
+        Phase::Backward
+    } else {
+        frames
+            .iter()
+            .map(|&f| Phase::of(marks.frame(f)))
+            .find(|p| *p != Phase::Other)
+            .unwrap_or(Phase::Other)
+    };
+    if cache.len() <= i {
+        cache.resize(i + 1, u8::MAX);
+    }
+    cache[i] = p as u8;
+    p
 }
 
 fn starts_between(starts: &[u32], a: u32, end: Option<u32>) -> bool {
