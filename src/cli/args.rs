@@ -179,6 +179,9 @@ pub struct CheckCmd {
     /// Print JSON (schema leakscope.check/5)
     #[arg(long)]
     pub json: bool,
+    /// Your own memory roles: a TOML file with a [roles] table (instead of the budget's own)
+    #[arg(long, value_name = "FILE", value_parser = roles_file)]
+    pub roles: Option<Arc<RoleRules>>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -289,6 +292,9 @@ pub struct ExportCmd {
     /// Device index, or all (every device with segments or trace events)
     #[arg(long, default_value = "all")]
     pub device: DeviceSelection,
+    /// Your own memory roles: a TOML file with a [roles] table ("regex" = "role")
+    #[arg(long, value_name = "FILE", value_parser = roles_file)]
+    pub roles: Option<Arc<RoleRules>>,
     /// Print what was written as JSON (leakscope.export/1, leakscope.export.perfetto/1, leakscope.export.pprof/1; several outputs: an object with one member each)
     #[arg(long)]
     pub json: bool,

@@ -110,7 +110,11 @@ impl CheckCmd {
 
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let (budget, baseline) = self.budget()?;
-        let opts = session::check_options(&budget, self.windows.clone(), &Options::default());
+        let mut base = Options::default();
+        if let Some(r) = &self.roles {
+            base.roles = std::sync::Arc::clone(r);
+        }
+        let opts = session::check_options(&budget, self.windows.clone(), &base);
         let mut checked = Vec::new();
         for f in &self.files {
             let s = output::open(f, &self.load, false)?;
@@ -250,6 +254,9 @@ impl ExportCmd {
         let mut opts = session::ExportOptions::default();
         opts.analysis.windows = self.windows.clone();
         opts.analysis.devices = self.device;
+        if let Some(r) = &self.roles {
+            opts.analysis.roles = std::sync::Arc::clone(r);
+        }
         opts.max_decompressed_bytes = self.load.max_decompressed_bytes;
         if self.pprof.is_some() && self.paths.len() != 1 {
             return Err(Usage(format!(
