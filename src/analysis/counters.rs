@@ -57,14 +57,17 @@ pub struct Counters {
 
 /// The running extremes of one series in the current bucket.
 #[derive(Clone, Copy)]
-struct Extremes {
+/// The lowest and highest points of a bucket of a series, and the last value written:
+/// decimation that keeps every peak and dip.
+pub(crate) struct Extremes {
     lo: (u32, u64),
     hi: (u32, u64),
-    last: u64,
+    /// The last value written.
+    pub(crate) last: u64,
 }
 
 impl Extremes {
-    fn new(initial: u64) -> Extremes {
+    pub(crate) fn new(initial: u64) -> Extremes {
         Extremes {
             lo: (0, initial),
             hi: (0, initial),
@@ -72,14 +75,14 @@ impl Extremes {
         }
     }
 
-    fn start(&mut self, i: u32, v: u64) {
+    pub(crate) fn start(&mut self, i: u32, v: u64) {
         self.lo = (i, v);
         self.hi = (i, v);
     }
 
     /// Strict comparisons keep the first event of a plateau (the event `top --at peak`
     /// reports).
-    fn see(&mut self, i: u32, v: u64) {
+    pub(crate) fn see(&mut self, i: u32, v: u64) {
         if v < self.lo.1 {
             self.lo = (i, v);
         }
@@ -88,7 +91,7 @@ impl Extremes {
         }
     }
 
-    fn flush(&mut self, out: &mut Vec<(u32, u64)>) {
+    pub(crate) fn flush(&mut self, out: &mut Vec<(u32, u64)>) {
         let (a, b) = if self.lo.0 <= self.hi.0 {
             (self.lo, self.hi)
         } else {

@@ -357,11 +357,13 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
     per_key
 }
 
-/// Survivors of one allocation stack, summed over every window.
+/// Survivors of one allocation stack and role, summed over every window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackSurvivors {
     /// The stack.
     pub stack: StackId,
+    /// The survivors' role.
+    pub role: crate::attribute::roles::RoleId,
     /// Survivor bytes over all windows.
     pub bytes: u64,
     /// Surviving allocations.
@@ -370,25 +372,29 @@ pub struct StackSurvivors {
     pub windows: u64,
 }
 
-/// The survivors (as the leak finder counts them) of each allocation stack that has any,
-/// in stack order. Allocations `attr` leaves out (`--focus`) are not counted.
+/// The survivors (as the leak finder counts them: in-flight activations left out) of each
+/// allocation stack and role that has any, by stack then role. Allocations `attr` leaves
+/// out (`--focus`) are not counted.
 pub fn survivors_by_stack(
     replay: &Replay,
     windows: &Windows,
     attr: &mut Attributor,
 ) -> Vec<StackSurvivors> {
-    let mut per: FastMap<StackId, (StackSurvivors, usize)> = FastMap::default();
+    type Key = (StackId, crate::attribute::roles::RoleId);
+    let mut per: FastMap<Key, (StackSurvivors, usize)> = FastMap::default();
     let mut cursor = windows.cursor();
-    for l in &replay.lifetimes {
+    for (li, l) in replay.lifetimes.iter().enumerate() {
         let Some(w) = survivor_window(l, windows, &mut cursor) else {
             continue;
         };
-        if attr.key(l.stack).is_none() {
+        if in_flight(attr, li) || attr.key(l.stack).is_none() {
             continue;
         }
-        let (s, last) = per.entry(l.stack).or_insert((
+        let role = attr.role(li);
+        let (s, last) = per.entry((l.stack, role)).or_insert((
             StackSurvivors {
                 stack: l.stack,
+                role,
                 bytes: 0,
                 blocks: 0,
                 windows: 0,
@@ -404,7 +410,7 @@ pub fn survivors_by_stack(
         }
     }
     let mut v: Vec<StackSurvivors> = per.into_values().map(|(s, _)| s).collect();
-    v.sort_unstable_by_key(|s| s.stack);
+    v.sort_unstable_by_key(|s| (s.stack, s.role));
     v
 }
 

@@ -10,8 +10,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::roles::{role_name, survivors_by_stack_and_role};
+use super::roles::role_name;
 use super::{ExportError, ExportOptions};
+use crate::analysis::leaks::survivors_by_stack;
 use crate::analysis::point::At;
 use crate::load::LoadOptions;
 use crate::model::fxhash::FastMap;
@@ -247,7 +248,7 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
         }
         let n = windows.len() as u64;
         devices.push(replay.device);
-        for sv in survivors_by_stack_and_role(replay, windows, attr) {
+        for sv in survivors_by_stack(replay, windows, attr) {
             // Mean over the windows, rounded to the nearest byte.
             let per_window = ((u128::from(sv.bytes) + u128::from(n / 2)) / u128::from(n))
                 .min(i64::MAX as u128) as u64;
@@ -255,7 +256,7 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
                 frames: frames.stack(snap, sv.stack),
                 values: vec![per_window as i64, sv.windows as i64],
                 labels: device_label(replay.device),
-                str_labels: role_label(role_name(attr, sv.role)),
+                str_labels: role_label(role_name(attr, sv.role.0)),
             });
         }
     }

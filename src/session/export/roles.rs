@@ -6,11 +6,10 @@
 //! ([`Attributor::role`], by lifetime index) and the replay's lifetimes; nothing here
 //! decides a role.
 
-use crate::analysis::counters::Series;
+use crate::analysis::counters::{Extremes, Series};
 use crate::attribute::Attributor;
-use crate::model::{StackId, Trace};
+use crate::model::Trace;
 use crate::replay::{Lifetime, Origin, Replay};
-use crate::windows::Windows;
 
 /// An event of no allocation (a segment event, an OOM, a stray `free_requested`) in
 /// [`event_roles`].
@@ -72,46 +71,6 @@ fn span(l: &Lifetime, n: usize) -> Option<(Option<u32>, Option<u32>)> {
         b => b,
     };
     Some((born, l.freed.filter(|&f| inside(f))))
-}
-
-/// The running extremes of one series in the current bucket (as the other counters keep
-/// them: the first event of a plateau).
-#[derive(Clone, Copy)]
-struct Extremes {
-    lo: (u32, u64),
-    hi: (u32, u64),
-    /// The last value written.
-    last: u64,
-}
-
-impl Extremes {
-    fn start(&mut self, i: u32, v: u64) {
-        self.lo = (i, v);
-        self.hi = (i, v);
-    }
-
-    fn see(&mut self, i: u32, v: u64) {
-        if v < self.lo.1 {
-            self.lo = (i, v);
-        }
-        if v > self.hi.1 {
-            self.hi = (i, v);
-        }
-    }
-
-    fn flush(&mut self, out: &mut Vec<(u32, u64)>) {
-        let (a, b) = if self.lo.0 <= self.hi.0 {
-            (self.lo, self.hi)
-        } else {
-            (self.hi, self.lo)
-        };
-        for p in [a, b] {
-            if p.1 != self.last {
-                out.push(p);
-                self.last = p.1;
-            }
-        }
-    }
 }
 
 /// Each role's live (requested) bytes over `replay`, for the roles that hold memory at
@@ -176,14 +135,7 @@ pub(crate) fn role_series(
     let mut now = initial.clone();
     let firsts: Vec<u64> = initial.iter().map(|&v| clamp(v)).collect();
     let mut peak = firsts.clone();
-    let mut ext: Vec<Extremes> = firsts
-        .iter()
-        .map(|&v| Extremes {
-            lo: (0, v),
-            hi: (0, v),
-            last: v,
-        })
-        .collect();
+    let mut ext: Vec<Extremes> = firsts.iter().map(|&v| Extremes::new(v)).collect();
     let mut out: Vec<Vec<(u32, u64)>> = vec![Vec::new(); nroles];
     // One bucket fewer than allowed: room for the point after the last event.
     let per = n.div_ceil(max_buckets.saturating_sub(1).max(1)).max(1);
@@ -238,83 +190,9 @@ pub(crate) fn role_series(
         .collect()
 }
 
-/// Survivors (as the leak finder counts them) of one allocation stack and role, summed
-/// over every window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RoleSurvivors {
-    /// The stack.
-    pub(crate) stack: StackId,
-    /// The role id.
-    pub(crate) role: u8,
-    /// Survivor bytes over all windows.
-    pub(crate) bytes: u64,
-    /// Windows in which the stack and role had survivors.
-    pub(crate) windows: u64,
-}
-
-/// The window a traced allocation was made in when it survives it: it is alive at the end
-/// of the next window (at the end of the trace for the last window). The leak finder's
-/// definition (`analysis::leaks`), which `survivors_by_stack` counts by stack.
-fn survivor_window(l: &Lifetime, windows: &Windows) -> Option<usize> {
-    let Origin::Traced(born) = l.origin else {
-        return None;
-    };
-    let w = windows.of_event(born)?;
-    let events = windows.events;
-    let horizon = if w + 1 < windows.len() {
-        windows.range(w + 1).1
-    } else {
-        events
-    };
-    let survives = match l.freed {
-        None => true,
-        Some(f) => f >= horizon && horizon < events,
-    };
-    survives.then_some(w)
-}
-
-/// The survivors of each allocation stack and role that has any, by stack then role:
-/// `survivors_by_stack` split by role. Allocations `attr` leaves out (`--focus`) are not
-/// counted.
-pub(crate) fn survivors_by_stack_and_role(
-    replay: &Replay,
-    windows: &Windows,
-    attr: &mut Attributor,
-) -> Vec<RoleSurvivors> {
-    use crate::model::fxhash::FastMap;
-    let mut per: FastMap<(StackId, u8), (RoleSurvivors, usize)> = FastMap::default();
-    for (i, l) in replay.lifetimes.iter().enumerate() {
-        let Some(w) = survivor_window(l, windows) else {
-            continue;
-        };
-        if attr.key(l.stack).is_none() {
-            continue;
-        }
-        let role = attr.role(i).0;
-        let (s, last) = per.entry((l.stack, role)).or_insert((
-            RoleSurvivors {
-                stack: l.stack,
-                role,
-                bytes: 0,
-                windows: 0,
-            },
-            usize::MAX,
-        ));
-        s.bytes = s.bytes.saturating_add(l.bytes);
-        if *last != w {
-            s.windows += 1;
-            *last = w;
-        }
-    }
-    let mut v: Vec<RoleSurvivors> = per.into_values().map(|(s, _)| s).collect();
-    v.sort_unstable_by_key(|s| (s.stack, s.role));
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::leaks::survivors_by_stack;
     use crate::model::Action;
     use crate::session::{Options, Session};
 
@@ -416,33 +294,6 @@ mod tests {
                     assert!(x.series.points.len() <= 2 * 3 + 1, "{name}: {}", x.role);
                     assert!(x.series.points.windows(2).all(|w| w[0].0 < w[1].0));
                 }
-            }
-        }
-    }
-
-    /// Split by role, the survivors are the leak finder's by stack, byte for byte.
-    #[test]
-    fn survivors_by_role_sum_to_the_leak_finders() {
-        for name in ["plain_loop_kept_logits", "pp_last_stage_recv_pinned"] {
-            let s = session(name);
-            let opts = Options::default();
-            let mut runs = s.runs(&opts).unwrap();
-            s.cut_windows(&mut runs, &opts).unwrap();
-            for r in &mut runs {
-                let (rep, w, attr) = r.parts();
-                let by_stack = survivors_by_stack(rep, w, attr);
-                let split = survivors_by_stack_and_role(rep, w, attr);
-                assert!(!by_stack.is_empty(), "{name}");
-                for st in &by_stack {
-                    let parts: Vec<_> = split.iter().filter(|x| x.stack == st.stack).collect();
-                    let bytes: u64 = parts.iter().map(|x| x.bytes).sum();
-                    assert_eq!(bytes, st.bytes, "{name}: {:?}", st.stack);
-                    assert!(parts.iter().all(|x| x.windows <= st.windows));
-                }
-                assert_eq!(
-                    split.iter().map(|x| x.bytes).sum::<u64>(),
-                    by_stack.iter().map(|x| x.bytes).sum::<u64>()
-                );
             }
         }
     }
