@@ -19,10 +19,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::parquet::expand;
-use super::roles::{RoleSeries, role_series};
 use super::{ExportError, ExportOptions, Failed, open};
 use crate::analysis::counters::{self, Counters, Series};
 use crate::analysis::leaks::Growth;
+use crate::analysis::roles::{RoleSeries, role_series};
 use crate::analysis::spans::{self, Span};
 use crate::model::fxhash::FastMap;
 use crate::model::{DeviceView, Snapshot, TimedEvents, flags};
