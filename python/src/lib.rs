@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use leakscope::attribute::GroupBy;
 use leakscope::attribute::roles::RoleRules;
 use leakscope::budget::{Baseline, Budget};
 use leakscope::render;
@@ -216,13 +215,8 @@ impl NativeSession {
         at_: &str,
     ) -> PyResult<String> {
         let (o, a) = (options(opts)?, at(at_)?);
-        // The tree follows stacks; only roles group it further (as `tree --by`).
-        if !matches!(o.by, GroupBy::Site | GroupBy::Role) {
-            return Err(PyValueError::new_err(format!(
-                "by={:?}: the tree groups by role (or site, the default)",
-                o.by.to_string()
-            )));
-        }
+        o.by.for_tree()
+            .map_err(|e| PyValueError::new_err(format!("by: {e}")))?;
         let s = &self.inner;
         let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
         render::json::tree(&r).map_err(json_error)

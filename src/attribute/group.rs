@@ -35,7 +35,21 @@ pub enum GroupBy {
 #[error("`{0}`: group by site, user, stack, file, function or role")]
 pub struct GroupByError(pub String);
 
+/// A grouping the call tree cannot take.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: the tree groups by role (or site, the default)")]
+pub struct TreeGroupingError(pub String);
+
 impl GroupBy {
+    /// The grouping as the call tree takes it: it follows stacks, so only roles group it
+    /// further (`site`, the default, leaves it as it is).
+    pub fn for_tree(self) -> Result<GroupBy, TreeGroupingError> {
+        match self {
+            GroupBy::Site | GroupBy::Role => Ok(self),
+            other => Err(TreeGroupingError(other.name().to_string())),
+        }
+    }
+
     /// Name as used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {

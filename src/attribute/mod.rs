@@ -17,7 +17,7 @@ use crate::model::{FrameId, Snapshot, StackId};
 use crate::replay::Lifetime;
 
 pub use filters::{FrameFilters, is_python};
-pub use group::{GroupBy, GroupByError};
+pub use group::{GroupBy, GroupByError, TreeGroupingError};
 pub use site::{NO_FRAME, NO_USER_FRAME, Site, UNTRACED, frame_label};
 
 use filters::FrameClasses;
@@ -92,16 +92,8 @@ impl<'s> Attributor<'s> {
 
     /// An attributor of the same snapshot, frames and roles that groups by role.
     pub fn by_role(&self) -> Attributor<'s> {
-        let mut a = Attributor {
-            snap: self.snap,
-            by: GroupBy::Role,
-            classes: Arc::clone(&self.classes),
-            cache: Vec::new(),
-            keys: Vec::new(),
-            key_index: FastMap::default(),
-            roles: None,
-            untraced: None,
-        };
+        let classes = Classification(Arc::clone(&self.classes));
+        let mut a = Attributor::with(self.snap, GroupBy::Role, &classes);
         if let Some(m) = &self.roles {
             a.set_roles(m.clone());
         }

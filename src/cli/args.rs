@@ -346,15 +346,12 @@ impl AtPoint {
     }
 }
 
-/// `tree --by`: the tree follows stacks; only roles group it further.
+/// `tree --by`: a grouping, as the call tree takes it.
 fn tree_by(s: &str) -> Result<GroupBy, String> {
-    match s.parse::<GroupBy>() {
-        Ok(GroupBy::Role) => Ok(GroupBy::Role),
-        Ok(GroupBy::Site) => Ok(GroupBy::Site),
-        _ => Err(format!(
-            "`{s}`: the tree groups by role (or site, the default)"
-        )),
-    }
+    s.parse::<GroupBy>()
+        .map_err(|e| e.to_string())?
+        .for_tree()
+        .map_err(|e| e.to_string())
 }
 
 fn share(s: &str) -> Result<f64, String> {
