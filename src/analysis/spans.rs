@@ -36,37 +36,15 @@ impl Span {
 /// assert!(spans.is_empty() && left_out == 0);
 /// ```
 pub fn spans(snap: &Snapshot, device: i64, limit: usize) -> (Vec<Span>, u64) {
-    let mut open: Vec<(&str, i64)> = Vec::new();
-    let mut out: Vec<Span> = Vec::new();
-    for a in snap.external_annotations.iter().flatten() {
-        let (Some(name), Some(t)) = (a.name.as_deref(), a.time_us) else {
-            continue;
-        };
-        if a.device.is_some_and(|d| d != device) {
-            continue;
-        }
-        match a.stage.as_deref() {
-            Some("START") => open.push((name, t)),
-            Some("END") => {
-                if let Some(i) = open.iter().rposition(|(n, _)| *n == name) {
-                    let (_, s) = open.remove(i);
-                    out.push(Span {
-                        name: name.to_string(),
-                        start_us: s,
-                        end_us: Some(t.max(s)),
-                        lane: 0,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    out.extend(open.into_iter().map(|(name, s)| Span {
-        name: name.to_string(),
-        start_us: s,
-        end_us: None,
-        lane: 0,
-    }));
+    let mut out: Vec<Span> = crate::model::annotation_ranges(snap, device)
+        .into_iter()
+        .map(|r| Span {
+            name: r.name.to_string(),
+            start_us: r.start_us,
+            end_us: r.end_us,
+            lane: 0,
+        })
+        .collect();
     let left_out = out.len().saturating_sub(limit) as u64;
     if out.len() > limit {
         out.sort_by_key(|s| std::cmp::Reverse(s.end().saturating_sub(s.start_us)));

@@ -2,6 +2,7 @@
 //! trace events per device, segments with their blocks, annotations and settings.
 
 pub(crate) mod addr_map;
+mod annotations;
 mod error;
 mod event;
 mod frames;
@@ -15,6 +16,7 @@ mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use annotations::{AnnotationRange, EventRange, annotation_event_ranges, annotation_ranges};
 pub use error::ModelError;
 pub use event::{Action, ActionTable, EventMeta, flags};
 pub use frames::{Frame, FrameTable, StackTable, Strings};

@@ -39,7 +39,13 @@ impl<'s> DeviceRun<'s> {
     ) -> DeviceRun<'s> {
         let replay = replay::replay(&view);
         let mut attr = Attributor::with(snap, opts.by, classes);
-        attr.set_roles(roles::classify(snap, view.trace, &replay, &opts.roles));
+        attr.set_roles(roles::classify(
+            snap,
+            view.device,
+            view.trace,
+            &replay,
+            &opts.roles,
+        ));
         DeviceRun {
             replay,
             attr,

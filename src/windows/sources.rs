@@ -44,30 +44,11 @@ impl Family {
 /// Event spans `[START, END)` of the annotations matching `re` on `device` (a START with
 /// no END runs to the end of the trace).
 pub fn annotation_spans(snap: &Snapshot, device: i64, re: &Regex) -> Vec<(u32, u32)> {
-    let trace = snap.trace(device);
-    let timed = TimedEvents::of(trace, &snap.metas);
-    let at = |t: i64| timed.at_or_after(t).unwrap_or(trace.len() as u32);
-    let mut open: Vec<(String, u32)> = Vec::new();
-    let mut spans = Vec::new();
-    for a in snap.external_annotations.iter().flatten() {
-        let (Some(name), Some(t)) = (a.name.as_deref(), a.time_us) else {
-            continue;
-        };
-        if a.device.is_some_and(|d| d != device) || !re.is_match(name) {
-            continue;
-        }
-        match a.stage.as_deref() {
-            Some("START") => open.push((name.to_string(), at(t))),
-            Some("END") => {
-                if let Some(i) = open.iter().rposition(|(n, _)| n == name) {
-                    let (_, s) = open.remove(i);
-                    spans.push((s, at(t)));
-                }
-            }
-            _ => {}
-        }
-    }
-    spans.extend(open.into_iter().map(|(_, s)| (s, trace.len() as u32)));
+    let mut spans = crate::model::annotation_event_ranges(snap, device)
+        .into_iter()
+        .filter(|r| re.is_match(r.name))
+        .map(|r| (r.start, r.end))
+        .collect::<Vec<_>>();
     spans.sort_unstable();
     spans
 }

@@ -92,6 +92,9 @@ const PATTERNS: &[Pattern] = &[
     // Compiled backward (AOT autograd) and checkpoint recomputation run in backward.
     p(Backward, "_aot_autograd/", Is("_backward_impl")),
     p(Backward, "torch/utils/checkpoint.py", Is("unpack_hook")),
+    // FSDP's post-backward hooks (reduce-scatter of the gradients) run on the engine's
+    // thread with only their own frames.
+    p(Backward, "torch/distributed/fsdp/", Has("post_backward")),
     // The optimizer.
     p(Optimizer, "torch/optim/", Any),
     p(Optimizer, "megatron/core/optimizer/", Any),

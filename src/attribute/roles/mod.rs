@@ -27,7 +27,7 @@ use crate::model::{Snapshot, StackId, Trace};
 use crate::replay::Replay;
 
 pub use marks::{Mark, Marks};
-pub use phase::{Phase, Phases, Recorded};
+pub use phase::{ANNOTATION_PHASES, Annotated, Phase, Phases, Recorded, annotation_phase};
 pub use rules::{Kept, RULES, Rule, When};
 
 use marks::StackMarks;
@@ -302,7 +302,7 @@ struct Facts {
     made_by: Marks,
     freed_by: Marks,
     made_in: Phase,
-    kept: [bool; 6],
+    kept: [bool; 9],
 }
 
 impl Facts {
@@ -324,13 +324,19 @@ fn applies(w: &When, f: &Facts, stacks: bool) -> bool {
 /// Classifies every allocation of `replay` (a device of `snap` with trace `trace`).
 pub fn classify(
     snap: &Snapshot,
+    device: i64,
     trace: &Trace,
     replay: &Replay,
     rules: &Arc<RoleRules>,
 ) -> RoleMap {
     let mut marks = StackMarks::new(snap);
-    let phases = Phases::of(trace, &mut marks);
-    let stacks = phases.recorded.alloc_stacks;
+    let annotated = Annotated::of(
+        &crate::model::annotation_event_ranges(snap, device),
+        trace.len(),
+    );
+    let phases = Phases::of(trace, &mut marks, annotated);
+    // Phases can be told apart when allocations carry stacks or annotations name them.
+    let stacks = phases.recorded.alloc_stacks || phases.annotated.says_phases();
     let nuser = rules.user.len();
     // Per stack: the first user rule any of its frames matches (u8::MAX: none).
     let mut user_of: Vec<u8> = Vec::new();
@@ -388,7 +394,7 @@ pub fn classify(
                 made_by: Marks::default(),
                 freed_by: Marks::default(),
                 made_in: Phase::Other,
-                kept: [false; 6],
+                kept: [false; 9],
             },
             Some(a) => {
                 let ai = a as usize;
@@ -396,15 +402,20 @@ pub fn classify(
                 let freed_by = l
                     .free_stack(trace)
                     .map_or(Marks::default(), |s| marks.of(s));
-                let mut kept = [false; 6];
+                let mut kept = [false; 9];
                 kept[Kept::InPhase as usize] = in_phase;
                 kept[Kept::BeyondPhase as usize] = !in_phase;
+                // Kept to the end is kept into whatever comes next.
+                let past_next = !in_phase && (freed.is_none() || phases.phase_between(a, freed));
+                kept[Kept::UntilNextPhase as usize] = !past_next;
+                kept[Kept::PastNextPhase as usize] = past_next;
                 kept[Kept::FreedInBackward as usize] = fib;
                 kept[Kept::AcrossBackward as usize] =
                     !in_phase && phases.backward_between(a, freed);
                 kept[Kept::FromStart as usize] =
                     l.freed.is_none() && phases.first_work.is_some_and(|w| a < w);
                 kept[Kept::AcrossForward as usize] = !in_phase && phases.forward_between(a, freed);
+                kept[Kept::OutlivedUnit as usize] = phases.annotated.outlived_unit(a, freed);
                 Facts {
                     traced: true,
                     workspace: phase::is_workspace(trace, ai),

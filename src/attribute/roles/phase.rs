@@ -14,7 +14,7 @@
 
 use serde::Serialize;
 
-use crate::model::{Action, StackId, Trace};
+use crate::model::{Action, EventRange, StackId, Trace};
 
 use super::marks::{Mark, Marks, StackMarks};
 
@@ -64,6 +64,103 @@ impl Phase {
     }
 }
 
+/// Annotation names that say a phase (`record_function` ranges: Lightning's
+/// `[Strategy]...backward`, `optimizer_step`, a user's `forward`), as lowercase
+/// substrings, each with why. A name that matches two lines (Megatron's
+/// `forward_backward_func` holds a whole step) says none.
+pub const ANNOTATION_PHASES: &[(&[&str], Phase, &str)] = &[
+    (
+        &["backward"],
+        Phase::Backward,
+        "a backward pass the code annotated",
+    ),
+    (
+        &["optimizer", "zero_grad", "optim_step"],
+        Phase::Optimizer,
+        "the optimizer step (and zero_grad)",
+    ),
+    (
+        &["forward"],
+        Phase::Forward,
+        "a forward pass the code annotated",
+    ),
+];
+
+/// The phase an annotation's name says (`None`: none, or more than one).
+pub fn annotation_phase(name: &str) -> Option<Phase> {
+    let lower = name.to_ascii_lowercase();
+    let mut said = ANNOTATION_PHASES
+        .iter()
+        .filter(|(subs, _, _)| subs.iter().any(|s| lower.contains(s)))
+        .map(|(_, p, _)| *p);
+    match (said.next(), said.next()) {
+        (Some(p), None) => Some(p),
+        _ => None,
+    }
+}
+
+/// What the annotations of a device say: the phase of the events inside ranges whose
+/// names say one (the innermost decides), and the units of work (the outermost ranges,
+/// a step or a request) that lifetimes are measured against.
+#[derive(Default)]
+pub struct Annotated {
+    /// Phase per event from the innermost phase-named range holding it (empty: no
+    /// range names a phase).
+    phase: Vec<Option<Phase>>,
+    /// The outermost closed ranges `[start, end)`, by start, disjoint.
+    units: Vec<(u32, u32)>,
+}
+
+impl Annotated {
+    /// From `ranges` (as [`crate::model::annotation_event_ranges`] sorts them) of a
+    /// trace of `n` events; a range that never closed is no unit of work.
+    pub fn of(ranges: &[EventRange<'_>], n: usize) -> Annotated {
+        let mut phase: Vec<Option<Phase>> = Vec::new();
+        let mut units: Vec<(u32, u32)> = Vec::new();
+        let mut outer_end = 0u32;
+        for r in ranges {
+            let (s, e) = (r.start, r.end);
+            // Sorted by start with the longer first: a later range starting before the
+            // current outer one ends lies inside it, so it paints over it (innermost last).
+            if let Some(p) = annotation_phase(r.name) {
+                if phase.is_empty() {
+                    phase = vec![None; n];
+                }
+                for x in &mut phase[(s as usize).min(n)..(e as usize).min(n)] {
+                    *x = Some(p);
+                }
+            }
+            if s >= outer_end && e > s {
+                if r.closed {
+                    units.push((s, e));
+                }
+                outer_end = e;
+            }
+        }
+        Annotated { phase, units }
+    }
+
+    /// The phase the annotations give event `i`.
+    pub fn phase(&self, i: usize) -> Option<Phase> {
+        self.phase.get(i).copied().flatten()
+    }
+
+    /// Whether an allocation made at event `a` and freed at `freed` (`None`: alive at
+    /// the end) was made inside a unit of work and was alive after that unit ended.
+    pub fn outlived_unit(&self, a: u32, freed: Option<u32>) -> bool {
+        let k = self.units.partition_point(|&(s, _)| s <= a);
+        k > 0 && {
+            let (_, e) = self.units[k - 1];
+            a < e && freed.is_none_or(|f| f >= e)
+        }
+    }
+
+    /// Whether any range names a phase.
+    pub fn says_phases(&self) -> bool {
+        !self.phase.is_empty()
+    }
+}
+
 /// What the stacks of a device's trace can say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recorded {
@@ -107,15 +204,22 @@ pub struct Phases {
     pub backward_starts: Vec<u32>,
     /// The first event of each run of forward events, ascending.
     pub forward_starts: Vec<u32>,
+    /// The first event of each span of a phase other than `Other`, ascending.
+    pub phase_starts: Vec<u32>,
     /// The first event in a forward or backward (`None`: the trace has neither).
     pub first_work: Option<u32>,
     /// What the trace's stacks record.
     pub recorded: Recorded,
+    /// What its annotations say.
+    pub annotated: Annotated,
 }
 
 impl Phases {
     /// The phases of `trace`'s events, marks read through `marks`.
-    pub(crate) fn of(trace: &Trace, marks: &mut StackMarks) -> Phases {
+    /// `annotated` says what the device's `record_function` ranges add: an event whose
+    /// stack says no phase (or none is recorded) takes the phase of the innermost
+    /// phase-named range holding it.
+    pub(crate) fn of(trace: &Trace, marks: &mut StackMarks, annotated: Annotated) -> Phases {
         let recorded = Recorded::of(trace);
         let n = trace.len();
         // Per stack id: its phase once computed (`u8::MAX`: not yet).
@@ -127,14 +231,31 @@ impl Phases {
             let a = trace.action[i];
             let s = trace.stack[i];
             let is_free = a.frees() || a == Action::FREE_REQUESTED;
-            if a == Action::ALLOC && recorded.alloc_stacks || is_free && recorded.free_stacks {
-                // Without Python frames: the engine's thread (C++ stacks name it).
-                if s == StackId::EMPTY {
-                    return Some(Phase::Backward);
+            let is_segment = a == Action::SEGMENT_ALLOC || a == Action::SEGMENT_FREE;
+            let from_stack =
+                if a == Action::ALLOC && recorded.alloc_stacks || is_free && recorded.free_stacks {
+                    // Without Python frames: the engine's thread (C++ stacks name it).
+                    if s == StackId::EMPTY {
+                        Some(Phase::Backward)
+                    } else {
+                        Some(stack_phase(s, marks, &mut cache))
+                    }
+                } else if is_segment && recorded.alloc_stacks && s != StackId::EMPTY {
+                    // A segment event carries the stack of the code that caused it
+                    // (`empty_cache` between two passes is in neither).
+                    Some(stack_phase(s, marks, &mut cache))
+                } else {
+                    None
+                };
+            match from_stack {
+                Some(p) if p != Phase::Other => Some(p),
+                // Without allocation stacks the annotations are all there is: outside
+                // their phase ranges is the loop's own code.
+                None if !recorded.alloc_stacks && annotated.says_phases() => {
+                    Some(annotated.phase(i).unwrap_or(Phase::Other))
                 }
-                return Some(stack_phase(s, marks, &mut cache));
+                other => annotated.phase(i).or(other),
             }
-            None
         };
         let said: Vec<Option<Phase>> = (0..n).map(|i| said(i, marks)).collect();
         // The next event that said a phase, from each event on.
@@ -159,28 +280,37 @@ impl Phases {
             }
             phase.push(p);
         }
+        // The phase spans are cut by: a run of set-up events inside a pass (FSDP's
+        // unshard from a backward hook: all-gather frames only) is that pass's, so it
+        // neither ends the pass nor begins another; the events keep their own phase.
+        let pass = in_pass_phases(&phase);
         let mut span = Vec::with_capacity(n);
         let mut backward_starts = Vec::new();
         let mut forward_starts = Vec::new();
+        let mut phase_starts = Vec::new();
         let mut s = 0u32;
-        let mut began = phase.first().copied().unwrap_or(Phase::Other);
+        let mut began = pass.first().copied().unwrap_or(Phase::Other);
         for i in 0..n {
             // A forward and the code right after it (the loss, the logits processor, the
             // schedule's bookkeeping) are one pass: the span goes on until another phase
             // begins.
             // A free in forward code after that code (a forward's scratch released late)
             // is still that pass: only an allocation begins the next forward.
+            let a = trace.action[i];
             let same_pass = began == Phase::Forward
-                && (phase[i] == Phase::Other
-                    || phase[i] == Phase::Forward && trace.action[i] != Action::ALLOC);
-            if i > 0 && phase[i] != phase[i - 1] && !same_pass {
+                && (pass[i] == Phase::Other
+                    || pass[i] == Phase::Forward && (a.frees() || a == Action::FREE_REQUESTED));
+            if i > 0 && pass[i] != pass[i - 1] && !same_pass {
                 s += 1;
-                began = phase[i];
+                began = pass[i];
+                if began != Phase::Other {
+                    phase_starts.push(i as u32);
+                }
             }
-            if phase[i] == Phase::Backward && (i == 0 || phase[i - 1] != Phase::Backward) {
+            if pass[i] == Phase::Backward && (i == 0 || pass[i - 1] != Phase::Backward) {
                 backward_starts.push(i as u32);
             }
-            if phase[i] == Phase::Forward && (i == 0 || phase[i - 1] != Phase::Forward) {
+            if pass[i] == Phase::Forward && (i == 0 || pass[i - 1] != Phase::Forward) {
                 forward_starts.push(i as u32);
             }
             span.push(s);
@@ -194,8 +324,10 @@ impl Phases {
             span,
             backward_starts,
             forward_starts,
+            phase_starts,
             first_work,
             recorded,
+            annotated,
         }
     }
 
@@ -203,6 +335,12 @@ impl Phases {
     /// the end of the trace).
     pub fn backward_between(&self, a: u32, end: Option<u32>) -> bool {
         starts_between(&self.backward_starts, a, end)
+    }
+
+    /// Whether a span of some phase (not `Other`) begins after event `a` and at or
+    /// before event `end`.
+    pub fn phase_between(&self, a: u32, end: Option<u32>) -> bool {
+        starts_between(&self.phase_starts, a, end)
     }
 
     /// Whether a forward begins after event `a` and at or before event `end`.
@@ -237,6 +375,33 @@ fn stack_phase(stack: StackId, marks: &StackMarks, cache: &mut Vec<u8>) -> Phase
     }
     cache[i] = p as u8;
     p
+}
+
+/// Each event's phase for cutting spans: a run of `Setup` events between events of one
+/// pass (forward or backward) takes that pass's phase.
+fn in_pass_phases(phase: &[Phase]) -> Vec<Phase> {
+    let mut out = phase.to_vec();
+    let mut i = 0;
+    while i < phase.len() {
+        if phase[i] != Phase::Setup {
+            i += 1;
+            continue;
+        }
+        let j = phase[i..]
+            .iter()
+            .position(|p| *p != Phase::Setup)
+            .map_or(phase.len(), |k| i + k);
+        let before = i.checked_sub(1).map(|k| phase[k]);
+        let after = phase.get(j).copied();
+        if let (Some(b), Some(a)) = (before, after)
+            && a == b
+            && matches!(a, Phase::Forward | Phase::Backward)
+        {
+            out[i..j].fill(a);
+        }
+        i = j;
+    }
+    out
 }
 
 fn starts_between(starts: &[u32], a: u32, end: Option<u32>) -> bool {

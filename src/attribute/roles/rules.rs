@@ -13,6 +13,11 @@ pub enum Kept {
     InPhase,
     /// Not freed within it (freed later, or alive at the end).
     BeyondPhase,
+    /// Freed before another phase began: within its own, or in the code right after it
+    /// (a backward's seed gradient, freed as `backward()` returns). Never freed is not.
+    UntilNextPhase,
+    /// Alive when another phase began after its own, or alive at the end.
+    PastNextPhase,
     /// Freed later, in a backward.
     FreedInBackward,
     /// Alive when a later backward began (freed after it began, or never).
@@ -21,6 +26,9 @@ pub enum Kept {
     FromStart,
     /// Alive when a later forward began: an input of it.
     AcrossForward,
+    /// Made inside an annotated unit of work (the outermost `record_function` range: a
+    /// step, a request) and alive after it ended.
+    OutlivedUnit,
 }
 
 /// When a rule applies: every condition given holds.
@@ -169,20 +177,20 @@ pub const RULES: &[Rule] = &[
         role: Role::Gradient,
         when: When {
             made_in: &[Backward],
-            kept: Some(BeyondPhase),
+            kept: Some(PastNextPhase),
             ..ANY
         },
-        doc: "made in backward and alive past the end of that backward: a gradient",
+        doc: "made in backward and alive when the next phase began (the optimizer, a forward): a gradient",
     },
     Rule {
         id: "backward-scratch",
         role: Role::Temporary,
         when: When {
             made_in: &[Backward],
-            kept: Some(InPhase),
+            kept: Some(UntilNextPhase),
             ..ANY
         },
-        doc: "made and freed inside one backward",
+        doc: "made in a backward and freed inside it or as it returned",
     },
     Rule {
         id: "forward-scratch",
@@ -254,6 +262,16 @@ pub const RULES: &[Rule] = &[
             ..ANY
         },
         doc: "made around the forward and alive when a later forward began: an input of it (a batch, a received buffer)",
+    },
+    Rule {
+        id: "loop-outlived-unit",
+        role: Role::Activation,
+        when: When {
+            made_in: &[Other],
+            kept: Some(OutlivedUnit),
+            ..ANY
+        },
+        doc: "made around the model inside an annotated unit of work (a step, a request) and alive after it ended: an input or output handed on",
     },
     Rule {
         id: "loop-scratch",
