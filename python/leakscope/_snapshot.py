@@ -74,7 +74,7 @@ class Snapshot:
               focus: Optional[str] = None, python_only: bool = False,
               keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
         """The call sites whose memory grows per window (micro-batch)
-        (``leakscope leaks --json``, schema ``leakscope.leaks/5``).
+        (``leakscope leaks --json``, schema ``leakscope.leaks/6``).
 
         ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
         ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
@@ -239,7 +239,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
             within: Optional[str] = None, by: str = "site", device: Device = None,
             roles: Optional[PathLike] = None) -> Result:
     """Two runs side by side: growth per site and end state
-    (``leakscope compare A B --json``, schema ``leakscope.compare/2``).
+    (``leakscope compare A B --json``, schema ``leakscope.compare/3``).
 
     Example::
 

@@ -48,6 +48,10 @@ pub struct SideGrowth {
     pub bytes_per_window: u64,
     /// Kind (`null` when the site does not grow in this run).
     pub kind: Option<Kind>,
+    /// `bytes_per_window` when the kind is a suspect's (leak, retained), else 0: what the
+    /// comparison weighs (a site in flight in one run and leaking in the other changed by
+    /// the whole leak).
+    pub suspect_bytes_per_window: u64,
 }
 
 /// A site in both runs.
@@ -59,8 +63,11 @@ pub struct SiteCompare {
     pub a: SideGrowth,
     /// In run B.
     pub b: SideGrowth,
-    /// `b.bytes_per_window - a.bytes_per_window`.
+    /// `b.suspect_bytes_per_window - a.suspect_bytes_per_window`: the change in suspect
+    /// growth.
     pub difference: i64,
+    /// The kind differs between the runs (`late` in A, `leak` in B).
+    pub kind_changed: bool,
 }
 
 /// Live bytes at the end by site, in both runs.
@@ -155,6 +162,9 @@ fn side_growth(g: Option<&Growth>) -> SideGrowth {
     SideGrowth {
         bytes_per_window: g.map_or(0, |g| g.bytes_per_window),
         kind: g.map(|g| g.kind),
+        suspect_bytes_per_window: g
+            .filter(|g| g.kind.is_suspect())
+            .map_or(0, |g| g.bytes_per_window),
     }
 }
 
@@ -179,15 +189,21 @@ fn growth_sites(a: &DeviceLeaks, b: &DeviceLeaks) -> Vec<SiteCompare> {
                 site: x
                     .or(y)
                     .map_or_else(|| Site::label_only(k), |g| g.site.clone()),
-                difference: sb.bytes_per_window as i64 - sa.bytes_per_window as i64,
+                difference: sb.suspect_bytes_per_window as i64 - sa.suspect_bytes_per_window as i64,
+                kind_changed: sa.kind != sb.kind,
                 a: sa,
                 b: sb,
             }
         })
         .collect();
+    // Changes in suspect growth first (a kind that became a leak, a leak fixed), largest
+    // first; then the rest by the larger rate.
     sites.sort_by(|p, q| {
         let m = |s: &SiteCompare| s.a.bytes_per_window.max(s.b.bytes_per_window);
-        m(q).cmp(&m(p))
+        q.difference
+            .unsigned_abs()
+            .cmp(&p.difference.unsigned_abs())
+            .then_with(|| m(q).cmp(&m(p)))
             .then_with(|| p.site.label.cmp(&q.site.label))
     });
     sites

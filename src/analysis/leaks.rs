@@ -11,8 +11,10 @@
 //! A site is a suspect when its survivors grow in most windows, or when they grow in
 //! every window of a run of at least three that reaches the end of the trace and are never
 //! freed (a leak that starts late: after a validation pass, a checkpoint, a cache switched
-//! on). Memory that micro-batches merely hold while in flight is told apart by how many
-//! window boundaries it outlives: always the same few.
+//! on), or when what they grow by is kept to the end whatever the rhythm (once per step
+//! under micro-batch windows, once per evaluation: [`KEPT_LEAK_MIN_WINDOWS`]). Memory that
+//! micro-batches merely hold while in flight is told apart by how many window boundaries
+//! it outlives: always the same few.
 
 use serde::Serialize;
 
@@ -39,6 +41,12 @@ pub struct LeakOptions {
     /// Sites growing by fewer bytes per window are not listed.
     pub min_bytes: u64,
 }
+
+/// A leak whatever its rhythm: survivors in at least this many counted windows, nine
+/// tenths of their bytes kept to the end, the last growth in the second half of the
+/// trace. One occurrence is warm-up, two may be a cache filling; three that are never
+/// given back, still happening late, are memory lost per occurrence.
+pub const KEPT_LEAK_MIN_WINDOWS: usize = 3;
 
 /// What a site's growth is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -109,8 +117,15 @@ pub struct Growth {
     pub roles: Vec<RoleBytes>,
     /// What the growth is.
     pub kind: Kind,
-    /// Typical survivor bytes per growing window (median).
+    /// Survivor bytes per window: the typical occurrence spread over its period (equal
+    /// to `bytes_per_occurrence` when the site grows every window).
     pub bytes_per_window: u64,
+    /// Typical survivor bytes per growing window (median over the windows the kind rests
+    /// on).
+    pub bytes_per_occurrence: u64,
+    /// Windows between two growths (median), when the site grows every few windows
+    /// rather than every one (`None`: every window, or once).
+    pub period_windows: Option<u64>,
     /// Windows in which the site grew.
     pub windows_growing: u64,
     /// Windows in all.
@@ -118,11 +133,12 @@ pub struct Growth {
     /// The window from which the growth the kind rests on runs (0-based): the first
     /// counted window that grew, or the first window of a late leak's run.
     pub onset_window: u64,
-    /// The most survivor bytes of this site alive at once (at a window end or the end).
+    /// The most bytes of this site's growing allocations alive at once (at a window end
+    /// or the end), those made before the first window included.
     pub retained_bytes: u64,
-    /// Survivor bytes still alive at the end of the trace.
+    /// Bytes of its growing allocations still alive at the end of the trace.
     pub bytes_at_end: u64,
-    /// Surviving allocations.
+    /// Its growing allocations (survivors, and those kept from before the first window).
     pub blocks: u64,
     /// First window that grew.
     pub first_window: u64,
@@ -172,6 +188,10 @@ pub struct WindowInfo {
     pub guessed: bool,
     /// How many.
     pub count: u64,
+    /// What one window is, in a word or two: the annotation family (`micro_batch`,
+    /// `request`), the function entered, the call site, `N events`, `whole trace`. Rates
+    /// are per one of these.
+    pub unit: String,
     /// Whether they are units of work to judge growth across (false: no verdicts).
     pub verdicts: bool,
     /// Their figures; for an explicit `--windows`, what they fail is a warning.
@@ -193,6 +213,7 @@ impl WindowInfo {
             spec: w.spec.clone(),
             guessed: w.guessed,
             count: w.len() as u64,
+            unit: unit_of(w),
             verdicts: w.verdicts,
             quality: w.quality.clone(),
             candidates: w
@@ -202,6 +223,29 @@ impl WindowInfo {
                 .cloned()
                 .collect(),
         }
+    }
+}
+
+/// What one of `w`'s windows is, in a word or two.
+fn unit_of(w: &Windows) -> String {
+    match w.source.as_str() {
+        "annotation" => {
+            let d = w.detail.trim_start_matches('^').trim_end_matches('$');
+            d.trim_end_matches("\\d+")
+                .trim_end_matches(['_', '#'])
+                .to_string()
+        }
+        "metadata" => "user_metadata value".into(),
+        "frame" => format!(
+            "entry into {}",
+            w.detail.trim_start_matches('^').trim_end_matches('$')
+        ),
+        "site" => format!(
+            "allocation at {}",
+            w.detail.split(" via ").next().unwrap_or("")
+        ),
+        "every" => format!("{} events", w.detail),
+        _ => "whole trace".into(),
     }
 }
 
@@ -249,6 +293,22 @@ pub struct DeviceLeaks {
     /// Set when the windows are not units of work (`windows.verdicts` is false): what
     /// holds memory instead of verdicts.
     pub no_verdicts: Option<NoVerdicts>,
+    /// Other devices of the report are judged per a different unit (`windows.unit`): rates
+    /// side by side are not alike.
+    pub units_differ: bool,
+}
+
+/// Marks the devices whose windows' unit differs from another judged device's.
+pub fn mark_units(devices: &mut [DeviceLeaks]) {
+    let judged: Vec<&str> = devices
+        .iter()
+        .filter(|d| d.windows.verdicts)
+        .map(|d| d.windows.unit.as_str())
+        .collect();
+    let differ = judged.windows(2).any(|p| p[0] != p[1]);
+    for d in devices.iter_mut() {
+        d.units_differ = differ && d.windows.verdicts;
+    }
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -270,6 +330,9 @@ struct Survivors {
     key: u32,
     series: Vec<u64>,
     lifes: Vec<usize>,
+    /// Allocations made before the first window and alive at the end of it: held by the
+    /// site, though no window's growth.
+    early: Vec<usize>,
 }
 
 /// The window `l` was born in, when it is a survivor there: alive at the end of the next
@@ -332,11 +395,13 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
     let mut per_key: Vec<Survivors> = Vec::new();
     // Lifetimes come by birth: the cursor walks the windows with them.
     let mut cursor = windows.cursor();
+    let (first_start, first_end) = if n > 0 { windows.range(0) } else { (0, 0) };
     for (li, l) in replay.lifetimes.iter().enumerate() {
-        let Some(w) = survivor_window(l, windows, &mut cursor) else {
-            continue;
-        };
-        if in_flight(attr, li) {
+        let w = survivor_window(l, windows, &mut cursor);
+        let early = w.is_none()
+            && matches!(l.origin, Origin::Traced(b) if b < first_start)
+            && l.freed.is_none_or(|f| f >= first_end);
+        if w.is_none() && !early || in_flight(attr, li) {
             continue;
         }
         let Some(k) = attr.key_of(li, l) else {
@@ -348,10 +413,16 @@ fn survivors(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Vec<S
                 key: per_key.len() as u32,
                 series: vec![0; n],
                 lifes: Vec::new(),
+                early: Vec::new(),
             });
         }
-        per_key[k].series[w] = per_key[k].series[w].saturating_add(l.bytes);
-        per_key[k].lifes.push(li);
+        match w {
+            Some(w) => {
+                per_key[k].series[w] = per_key[k].series[w].saturating_add(l.bytes);
+                per_key[k].lifes.push(li);
+            }
+            None => per_key[k].early.push(li),
+        }
     }
     per_key.retain(|s| !s.lifes.is_empty());
     per_key
@@ -492,7 +563,15 @@ fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOption
     if let Some(late) = late_leak(s, replay, windows, opts, spans) {
         return late;
     }
-    let kind = if grew.len() == 1 && n > 1 && grew[0] == n - 1 {
+    if counted.len() >= KEPT_LEAK_MIN_WINDOWS
+        && kept_to_end
+        && counted.last().is_some_and(|&w| w * 2 >= n)
+    {
+        return verdict(Kind::Leak, onset, counted);
+    }
+    // A survivor of the last two windows is judged against the end of the trace alone:
+    // what is alive then is in flight, not growth.
+    let kind = if n > 2 && grew.iter().all(|&w| w + 2 >= n) && at_end == total {
         Kind::Late
     } else if counted.is_empty() || grew.len() == 1 {
         Kind::Warmup
@@ -550,10 +629,10 @@ fn nine_tenths(part: u64, whole: u64) -> bool {
     u128::from(part) * 10 >= u128::from(whole) * 9
 }
 
-/// Survivor bytes alive at each window end and at the end: the most held at once.
-fn most_held(s: &Survivors, replay: &Replay, windows: &Windows) -> u64 {
-    let mut deltas: Vec<(u32, i128)> = Vec::with_capacity(s.lifes.len() * 2);
-    for &i in &s.lifes {
+/// Bytes of `lifes` alive at each window end and at the end: the most held at once.
+fn most_held(lifes: &[usize], replay: &Replay, windows: &Windows) -> u64 {
+    let mut deltas: Vec<(u32, i128)> = Vec::with_capacity(lifes.len() * 2);
+    for &i in lifes {
         let l = &replay.lifetimes[i];
         if let Origin::Traced(b) = l.origin {
             deltas.push((b, l.bytes as i128));
@@ -644,24 +723,28 @@ fn growth(
         None
     };
     let (role, roles) = survivor_roles(&s.lifes, replay, attr);
+    let occurrence = median(v.rate_windows.iter().map(|&w| s.series[w]).collect());
+    let period = period_of(&v.rate_windows);
+    let held = growing_allocations(s, replay, windows);
     Growth {
         site: attr.site(s.key).clone(),
         role,
         roles,
         kind: v.kind,
-        bytes_per_window: median(v.rate_windows.iter().map(|&w| s.series[w]).collect()),
+        bytes_per_window: occurrence / period.unwrap_or(1).max(1),
+        bytes_per_occurrence: occurrence,
+        period_windows: period,
         windows_growing: grew.len() as u64,
         windows_total: windows.len() as u64,
         onset_window: v.onset as u64,
-        retained_bytes: most_held(s, replay, windows),
+        retained_bytes: most_held(&held, replay, windows),
         bytes_at_end: sum_sizes(
-            s.lifes
-                .iter()
+            held.iter()
                 .map(|&i| &replay.lifetimes[i])
                 .filter(|l| l.freed.is_none())
                 .map(|l| l.bytes),
         ),
-        blocks: s.lifes.len() as u64,
+        blocks: held.len() as u64,
         first_window: grew.first().copied().unwrap_or(0) as u64,
         last_window: grew.last().copied().unwrap_or(0) as u64,
         released_at,
@@ -682,6 +765,42 @@ fn growth(
     }
 }
 
+/// Windows between two growths: the median gap between the windows a verdict rests on,
+/// when it is more than one (`None`: every window, or a single one).
+fn period_of(windows: &[usize]) -> Option<u64> {
+    let gaps: Vec<u64> = windows.windows(2).map(|p| (p[1] - p[0]) as u64).collect();
+    let p = median(gaps);
+    (p > 1).then_some(p)
+}
+
+/// The allocations a site's held bytes count: its survivors, and what it kept from before
+/// the first window; leaving out the stacks whose only survivors are the last window's
+/// (outputs in flight when the trace ended) when other stacks of the site grew earlier:
+/// a user frame that makes a tiny leak and the last micro-batch's logits holds the leak.
+fn growing_allocations(s: &Survivors, replay: &Replay, windows: &Windows) -> Vec<usize> {
+    let n = windows.len();
+    let mut cursor = windows.cursor();
+    let mut earlier: Vec<StackId> = s
+        .lifes
+        .iter()
+        .filter_map(|&i| {
+            let l = &replay.lifetimes[i];
+            let Origin::Traced(b) = l.origin else {
+                return None;
+            };
+            cursor.of_event(b).filter(|&w| w + 1 < n).map(|_| l.stack)
+        })
+        .collect();
+    earlier.sort_unstable();
+    earlier.dedup();
+    let mut all: Vec<usize> = s.lifes.iter().chain(&s.early).copied().collect();
+    if !earlier.is_empty() {
+        all.retain(|&i| earlier.binary_search(&replay.lifetimes[i].stack).is_ok());
+    }
+    all.sort_unstable();
+    all
+}
+
 fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> DeviceLeaks {
     let snap = attr.snapshot();
     let peak = point_after(snap, replay, At::Peak, replay.peak().0);
@@ -699,6 +818,7 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
             at_end: top::top(replay, end.clone(), attr, HOLDERS).rows,
             end,
         }),
+        units_differ: false,
     }
 }
 
@@ -768,6 +888,7 @@ pub fn leaks(
         not_suspects: others,
         groups,
         no_verdicts: None,
+        units_differ: false,
     }
 }
 

@@ -100,7 +100,7 @@ pub struct LeaksCmd {
     /// Leave out sites growing by fewer bytes per window
     #[arg(long, default_value_t = 0)]
     pub min_bytes: u64,
-    /// Print JSON (schema leakscope.leaks/5)
+    /// Print JSON (schema leakscope.leaks/6)
     #[arg(long)]
     pub json: bool,
 }
@@ -114,7 +114,7 @@ pub struct CompareCmd {
     pub b: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print JSON (schema leakscope.compare/2)
+    /// Print JSON (schema leakscope.compare/3)
     #[arg(long)]
     pub json: bool,
 }
@@ -197,7 +197,7 @@ pub struct WindowsCmd {
     pub filters: FilterArgs,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Print JSON (schema leakscope.windows/3)
+    /// Print JSON (schema leakscope.windows/4)
     #[arg(long)]
     pub json: bool,
 }

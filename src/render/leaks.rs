@@ -45,9 +45,15 @@ fn header(r: &DeviceLeaks) -> String {
         );
     }
     format!(
-        "device {}: {} windows, {} events{}\n  windows: {}\n",
+        "device {}: {} windows ({}{}), {} events{}\n  windows: {}\n",
         r.device,
         count(r.windows.count),
+        r.windows.unit,
+        if r.units_differ {
+            "; other devices are judged per another unit: their rates are not alike"
+        } else {
+            ""
+        },
         count(r.trace.events),
         if r.trace.wrapped {
             "; the trace misses part of the history"
@@ -60,8 +66,14 @@ fn header(r: &DeviceLeaks) -> String {
 
 fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     let _ = writeln!(o, "{}", style.bold("suspects (memory kept per window)"));
+    // Devices judged per different units: each rate says its unit.
+    let per = if r.units_differ {
+        format!("per window ({})", r.windows.unit)
+    } else {
+        "per window".to_string()
+    };
     let mut t = Table::new(&[
-        ("per window", Align::Right),
+        (per.as_str(), Align::Right),
         ("windows", Align::Right),
         ("since", Align::Right),
         ("held at most", Align::Right),
@@ -87,9 +99,12 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     o.push_str(&t.render(style));
     o.push('\n');
     for g in &r.suspects {
+        let rhythm = g.period_windows.map_or_else(String::new, |p| {
+            format!("; {} every {p} windows", bytes(g.bytes_per_occurrence))
+        });
         let _ = writeln!(
             o,
-            "  {} ({}, since window {}; {}): {}",
+            "  {} ({}, since window {}; {}{rhythm}): {}",
             terminal_text(&g.site.label),
             g.kind,
             g.onset_window,
@@ -312,7 +327,8 @@ fn device_compare_text(r: &DeviceCompare, style: Style) -> String {
         ("A kind", Align::Left),
         ("B per window", Align::Right),
         ("B kind", Align::Left),
-        ("B - A", Align::Right),
+        ("suspect B - A", Align::Right),
+        ("change", Align::Left),
         ("site", Align::Left),
     ]);
     let kind = |k: Option<Kind>| k.map_or_else(|| "-".to_string(), |k| k.to_string());
@@ -323,6 +339,11 @@ fn device_compare_text(r: &DeviceCompare, style: Style) -> String {
             bytes(s.b.bytes_per_window),
             kind(s.b.kind),
             signed_bytes(s.difference),
+            if s.kind_changed {
+                format!("{} -> {}", kind(s.a.kind), kind(s.b.kind))
+            } else {
+                String::new()
+            },
             s.site.label.clone(),
         ]);
     }

@@ -24,6 +24,14 @@ pub fn failure_text(f: &Failure) -> String {
             alike_windows * 100.0,
             alike_events * 100.0
         ),
+        Failure::OnePass {
+            last_ratio,
+            freed_by_last,
+        } => format!(
+            "windows are the layers of one pass: the last is {last_ratio:.0}x the typical one and frees {:.0}% of what the others kept (a backward after the forward's layers); one pass gets no verdicts",
+            freed_by_last * 100.0
+        ),
+        Failure::OneBackward => "the stacks show a single backward: these windows are the layers of one pass, which gets no verdicts".to_string(),
         Failure::NotSameWork { same_work } => format!(
             "windows do different work: {:.0}% allocate from the same call stacks as a typical one",
             same_work * 100.0
@@ -77,6 +85,7 @@ pub fn candidates_table(c: &[Candidate], limit: usize, style: Style) -> String {
             Some(Failure::NotCleaningUp { .. }) => "keeps memory".into(),
             Some(Failure::NotAlike { .. }) => "unlike".into(),
             Some(Failure::NotSameWork { .. }) => "different work".into(),
+            Some(Failure::OnePass { .. } | Failure::OneBackward) => "one pass".into(),
             Some(Failure::TooShort { .. }) => "too short".into(),
             Some(Failure::LowCoverage { .. }) => "starts late".into(),
         };

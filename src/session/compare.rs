@@ -42,7 +42,7 @@ pub struct Unpaired {
     pub device: i64,
 }
 
-/// `leakscope compare` (`leakscope.compare/2`).
+/// `leakscope compare` (`leakscope.compare/3`).
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
     /// Schema name.

@@ -219,7 +219,8 @@ impl Session {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         self.cut_windows(&mut runs, opts)?;
-        let devices = runs.par_iter_mut().map(|r| r.find_leaks()).collect();
+        let mut devices: Vec<_> = runs.par_iter_mut().map(|r| r.find_leaks()).collect();
+        crate::analysis::leaks::mark_units(&mut devices);
         Ok(self
             .per_device(schema::LEAKS, devices, sel.idle)
             .grouped(opts.by))

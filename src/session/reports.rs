@@ -79,9 +79,9 @@ impl<T> PerDevice<T> {
     }
 }
 
-/// `leakscope leaks` (`leakscope.leaks/5`).
+/// `leakscope leaks` (`leakscope.leaks/6`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
-/// `leakscope windows` (`leakscope.windows/3`).
+/// `leakscope windows` (`leakscope.windows/4`).
 pub type WindowsReport = PerDevice<Windows>;
 /// `leakscope top` (`leakscope.top/4`).
 pub type TopReport = PerDevice<DeviceTop>;
@@ -97,9 +97,9 @@ pub type OomReport = PerDevice<DeviceOom>;
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/5";
+    pub const LEAKS: &str = "leakscope.leaks/6";
     /// [`super::WindowsReport`].
-    pub const WINDOWS: &str = "leakscope.windows/3";
+    pub const WINDOWS: &str = "leakscope.windows/4";
     /// [`super::TopReport`].
     pub const TOP: &str = "leakscope.top/4";
     /// [`super::TreeReport`].
@@ -109,7 +109,7 @@ pub mod schema {
     /// [`super::OomReport`].
     pub const OOM: &str = "leakscope.oom/4";
     /// `session::compare::CompareReport`.
-    pub const COMPARE: &str = "leakscope.compare/2";
+    pub const COMPARE: &str = "leakscope.compare/3";
     /// `session::check::CheckReport`.
     pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.

@@ -251,7 +251,15 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     );
     unnamed.extend(sites);
     let considered = measured.len() + unnamed.len();
-    measured.extend(shortlist(unnamed, replay, events, allocs));
+    let mut guessed = shortlist(unnamed, replay, events, allocs);
+    // One backward in the whole trace: whatever repeats inside it is its layers. (The
+    // program's own annotations are taken at their word.)
+    if attr.roles().is_some_and(|m| m.backwards == 1) {
+        for m in &mut guessed {
+            m.quality.failed.push(Failure::OneBackward);
+        }
+    }
+    measured.extend(guessed);
     match unit_of_work(&measured) {
         Some(c) => chosen(device, events, measured, c, true),
         None => {

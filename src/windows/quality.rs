@@ -53,6 +53,17 @@ pub enum Failure {
         /// Share of the middle windows' events in them.
         alike_events: f64,
     },
+    /// The windows are the layers of one pass: the last is many times longer than the
+    /// others and frees most of what they kept (the backward after the forward's layers).
+    OnePass {
+        /// The last window's events over the median middle window's.
+        last_ratio: f64,
+        /// Share of the bytes the other windows kept past themselves that the last frees.
+        freed_by_last: f64,
+    },
+    /// The trace's stacks show a single backward: a family of windows in it is the layers
+    /// of that one pass (entries into each layer's forward, its recomputation in backward).
+    OneBackward,
     /// Windows do different work (a function entered both in forward and in backward).
     NotSameWork {
         /// Share of the middle windows doing a typical window's work.
@@ -86,6 +97,22 @@ pub const MIN_WINDOW_EVENTS: u64 = 8;
 pub const MIN_COVERAGE: f64 = 0.9;
 /// At least this share of the middle windows do a typical window's work.
 pub const MIN_SAME_WORK: f64 = 0.75;
+/// Windows whose lengths spread more than [`MIN_ALIKE_WINDOWS`] allows still repeat alike
+/// when they do the same work ([`MIN_SAME_WORK`]) and at least this share of the long and
+/// short ones among them do it too: requests of 4 to 96 tokens are one unit of work of
+/// different lengths; a function called now and then, or a family with one window
+/// holding a backward, is not.
+pub const SPREAD_SAME_WORK: f64 = 0.9;
+/// The cheap checks let families through to be measured in full when at least this share
+/// of their middle windows is within 2x of the median length (annotation families are
+/// always measured).
+pub const MIN_ALIKE_WINDOWS_SPREAD: f64 = 0.5;
+/// A family whose last window is this many times longer than its median middle window,
+/// and whose windows' kept memory is mostly freed in that last window, is the layers of
+/// one pass (the backward frees what each layer's forward kept), not units of work. A
+/// run of micro-batches frees what each keeps in the next window, so its last window
+/// frees about one window's share, however long it is.
+pub const ONE_PASS_LAST_RATIO: u64 = 4;
 /// Windows looked at as the typical one (evenly spaced); the one most others resemble wins.
 const REFERENCES: usize = 8;
 /// Lifetimes looked at to measure how windows clean up (evenly sampled beyond).
@@ -265,7 +292,7 @@ fn jaccard(a: &[u32], b: &[u32]) -> f64 {
 /// allocation stacks against a few evenly spaced windows' sets, the share that has at
 /// least half its stacks in common with the one most of them resemble. Past
 /// [`SAMPLED_WINDOWS`] middle windows, an even sample of them stands for all.
-fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
+fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> (f64, Vec<(usize, bool)>) {
     let n = starts.len();
     let middle: Vec<usize> = if n > 2 {
         (1..n - 1).collect()
@@ -273,7 +300,7 @@ fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
         (0..n).collect()
     };
     if middle.is_empty() {
-        return 0.0;
+        return (0.0, Vec::new());
     }
     let step = middle.len().div_ceil(SAMPLED_WINDOWS).max(1);
     let sampled: Vec<usize> = middle.into_iter().step_by(step).collect();
@@ -300,10 +327,40 @@ fn same_work(starts: &[u32], events: u32, allocs: &Allocations) -> f64 {
     let step = sets.len().div_ceil(REFERENCES).max(1);
     let best = (0..sets.len())
         .step_by(step)
-        .map(|r| sets.iter().filter(|w| jaccard(w, &sets[r]) >= 0.5).count())
-        .max()
+        .max_by_key(|&r| sets.iter().filter(|w| jaccard(w, &sets[r]) >= 0.5).count())
         .unwrap_or(0);
-    best as f64 / sets.len() as f64
+    let flags: Vec<(usize, bool)> = sampled
+        .iter()
+        .zip(&sets)
+        .map(|(&w, set)| (w, jaccard(set, &sets[best]) >= 0.5))
+        .collect();
+    let alike = flags.iter().filter(|f| f.1).count();
+    (alike as f64 / sets.len() as f64, flags)
+}
+
+/// Whether the middle windows whose length is not within 2x of the median (of those
+/// `same_work` sampled) do a typical window's work, nearly all ([`SPREAD_SAME_WORK`] of
+/// them): then their lengths differ by how much work, not by what work.
+fn spread_is_more_of_the_same(starts: &[u32], events: u32, flags: &[(usize, bool)]) -> bool {
+    let mut lens = middle_lengths(starts, events);
+    let med = upper_median(&mut lens);
+    let len = |w: usize| {
+        starts
+            .get(w + 1)
+            .copied()
+            .unwrap_or(events)
+            .saturating_sub(starts[w]) as u64
+    };
+    let unlike: Vec<bool> = flags
+        .iter()
+        .filter(|&&(w, _)| {
+            let l = len(w);
+            !(l * 2 >= med && l <= med * 2)
+        })
+        .map(|f| f.1)
+        .collect();
+    let same = unlike.iter().filter(|&&b| b).count();
+    same as f64 >= SPREAD_SAME_WORK * unlike.len() as f64
 }
 
 /// Events of the median middle window (all but the first and the last).
@@ -324,7 +381,7 @@ fn upper_median(lens: &mut [u64]) -> u64 {
 /// Measures windows starting at `starts` (increasing) over a trace of `events` events.
 pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
     let (alike_windows, alike_events) = alike(starts, events);
-    let same_work = same_work(starts, events, allocs);
+    let (same_work, flags) = same_work(starts, events, allocs);
     let births = allocs.births();
     let coverage = match starts.first() {
         Some(&s) if !births.is_empty() => {
@@ -342,13 +399,23 @@ pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
     if self_freed <= MIN_SELF_FREED {
         failed.push(Failure::NotCleaningUp { self_freed });
     }
-    if alike_windows < MIN_ALIKE_WINDOWS || alike_events < MIN_ALIKE_EVENTS {
+    let spread_but_same_work =
+        same_work >= MIN_SAME_WORK && spread_is_more_of_the_same(starts, events, &flags);
+    if (alike_windows < MIN_ALIKE_WINDOWS || alike_events < MIN_ALIKE_EVENTS)
+        && !spread_but_same_work
+    {
         failed.push(Failure::NotAlike {
             alike_windows,
             alike_events,
         });
     }
     let median = median_events(starts, events);
+    if let Some((last_ratio, freed_by_last)) = one_pass(starts, events, median, allocs) {
+        failed.push(Failure::OnePass {
+            last_ratio,
+            freed_by_last,
+        });
+    }
     if starts.len() >= MIN_WINDOWS && median < MIN_WINDOW_EVENTS {
         failed.push(Failure::TooShort {
             median_events: median,
@@ -372,6 +439,44 @@ pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
     }
 }
 
+/// Whether the windows are the layers of one pass ([`ONE_PASS_LAST_RATIO`]): the last
+/// window's length over the median middle window's, and the share of the bytes the other
+/// windows kept past their own end that are freed inside the last window (more than half).
+fn one_pass(starts: &[u32], events: u32, median: u64, allocs: &Allocations) -> Option<(f64, f64)> {
+    let n = starts.len();
+    if n < MIN_WINDOWS || median == 0 {
+        return None;
+    }
+    let last = starts[n - 1];
+    let last_len = u64::from(events.saturating_sub(last));
+    if last_len < median.saturating_mul(ONE_PASS_LAST_RATIO) {
+        return None;
+    }
+    let (mut kept, mut by_last) = (0u128, 0u128);
+    let mut w = 0;
+    for &(b, f, bytes) in &allocs.sample {
+        if b < starts[0] || b >= last {
+            continue;
+        }
+        while w + 1 < n && starts[w + 1] <= b {
+            w += 1;
+        }
+        let end = starts[w + 1];
+        if f.is_none_or(|f| f >= end) {
+            kept += u128::from(bytes);
+            if f.is_some_and(|f| f >= last) {
+                by_last += u128::from(bytes);
+            }
+        }
+    }
+    let share = if kept == 0 {
+        0.0
+    } else {
+        by_last as f64 / kept as f64
+    };
+    (share > 0.5).then_some((last_len as f64 / median as f64, share))
+}
+
 /// The cheap checks alone (count, alikeness, coverage), to pass over candidates before
 /// their allocations are looked at.
 pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
@@ -385,8 +490,7 @@ pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
         return false;
     }
     let (w, e) = alike(starts, events);
-    w >= MIN_ALIKE_WINDOWS
-        && e >= MIN_ALIKE_EVENTS
+    (w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS || w >= MIN_ALIKE_WINDOWS_SPREAD)
         && median_events(starts, events) >= MIN_WINDOW_EVENTS
 }
 

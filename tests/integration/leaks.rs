@@ -94,12 +94,52 @@ fn check_device_truth(
             kind(t["kind"].as_str().unwrap()),
             "{stem}: {site} kind"
         );
-        let rate = t["bytes_per_window"].as_u64().unwrap();
-        assert!(
-            within(s.bytes_per_window, rate, 0.05),
-            "{stem}: {site} rate {} vs truth {rate}",
-            s.bytes_per_window
+        // Per occurrence (a growing window): the truth's rate, or within its range when
+        // occurrences differ (requests of different lengths).
+        let rate = t["bytes_per_occurrence"]
+            .as_u64()
+            .unwrap_or_else(|| t["bytes_per_window"].as_u64().unwrap());
+        let (lo, hi) = (
+            t["bytes_per_window_min"].as_u64().unwrap_or(rate),
+            t["bytes_per_window_max"].as_u64().unwrap_or(rate),
         );
+        if lo < hi {
+            assert!(
+                (lo..=hi).contains(&s.bytes_per_occurrence),
+                "{stem}: {site} per occurrence {} outside the truth's {lo}..={hi}",
+                s.bytes_per_occurrence
+            );
+        } else {
+            assert!(
+                within(s.bytes_per_occurrence, rate, 0.05),
+                "{stem}: {site} rate {} vs truth {rate}",
+                s.bytes_per_occurrence
+            );
+        }
+        // A leak every few windows: its period, and the occurrence spread over it.
+        match t["period_windows"].as_u64().filter(|&p| p > 1) {
+            Some(p) => {
+                assert_eq!(s.period_windows, Some(p), "{stem}: {site} period");
+                let mean = t["bytes_per_window_mean"].as_u64().unwrap();
+                assert!(
+                    within(s.bytes_per_window, mean, 0.05),
+                    "{stem}: {site} per window {} vs truth {mean}",
+                    s.bytes_per_window
+                );
+            }
+            None if t["kind"] == "leak" && lo == hi => {
+                assert_eq!(s.period_windows, None, "{stem}: {site} grows every window");
+            }
+            None => {}
+        }
+        // Held: every live allocation of the site, those from before the first window too
+        // (where the truth counts them: a wrapped trace's earliest are untraced).
+        if t["kind"] == "leak"
+            && t.get("bytes_before_first_window").is_some()
+            && let Some(held) = t["bytes_live_at_end"].as_u64()
+        {
+            assert_eq!(s.bytes_at_end, held, "{stem}: {site} held at the end");
+        }
         // Onset: windows are the truth's own only where the file names them
         // (annotations); elsewhere the first growing window is the first window.
         if truth["windows"]["kind"] == "annotation" {
@@ -224,7 +264,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/5");
+    assert_eq!(v["schema"], "leakscope.leaks/6");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"
@@ -454,7 +494,7 @@ fn compare_separates_forward_only_from_training() {
         "scenarios/pp_last_stage_recv_pinned.pickle",
         &["--windows", "frame:^forward_step$"],
     );
-    assert_eq!(v["schema"], "leakscope.compare/2");
+    assert_eq!(v["schema"], "leakscope.compare/3");
     let d = &v["devices"][0];
     let site = |k: &str| {
         d["sites"]
@@ -590,4 +630,101 @@ fn growth_only_in_the_last_window_is_too_late_to_judge() {
     assert_eq!(late["onset_window"], 3);
     let (_, text, _) = run_cli(&["leaks", &f, "--windows", "every:2"]);
     assert!(text.contains("too late to judge"), "{text}");
+}
+
+/// `--by user` groups by the user's frame but holds only what grows: a 4-byte-per-window
+/// leak sharing `sft.py:84` with the last micro-batch's logits (alive at the end, in
+/// flight) holds the leak's bytes, not the logits'.
+#[test]
+fn by_user_holds_the_growing_allocations_only() {
+    let truth = read_json(&fixture("scenarios/tiny_leak_shared_user_frame.truth.json"));
+    let shared = &truth["shared_user_frame"];
+    let frame = shared["user_frame"].as_str().unwrap();
+    let leak = shared["by_site"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|v| v["kind"] == "leak")
+        .unwrap();
+    let path = fixture("scenarios/tiny_leak_shared_user_frame.pickle");
+    let v = leakscope_json(&["leaks", path.to_str().unwrap(), "--by", "user"]);
+    let d = device_of(&v, 0, path.to_str().unwrap());
+    let g = d["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["site"]["label"] == frame)
+        .unwrap_or_else(|| panic!("{d:#}"));
+    assert_eq!(g["kind"], "leak");
+    assert_eq!(g["bytes_at_end"], leak["bytes"], "{g:#}");
+    assert_eq!(g["blocks"], leak["blocks"], "{g:#}");
+    // Everything live under that frame is far more: the logits are there too.
+    assert!(
+        shared["live_at_end"]["bytes"].as_u64().unwrap() > 1000 * leak["bytes"].as_u64().unwrap()
+    );
+}
+
+/// Devices judged in different units (micro-batch annotations on one, steps found from
+/// the stacks on the other) say so next to their rates, in JSON and in text.
+#[test]
+fn devices_in_different_units_say_so() {
+    let truth = read_json(&fixture("scenarios/devices_in_different_units.truth.json"));
+    let path = fixture("scenarios/devices_in_different_units.pickle");
+    let p = path.to_str().unwrap();
+    let v = leakscope_json(&["leaks", p]);
+    let units: Vec<String> = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert_eq!(d["units_differ"], true, "{d:#}");
+            d["windows"]["unit"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(units.len(), 2);
+    // Device 0's unit is its annotation family, as the truth names it; device 1's differs.
+    assert_eq!(units[0], truth["window_units"]["0"].as_str().unwrap());
+    assert_ne!(units[0], units[1]);
+    let (_, text, _) = run_cli(&["leaks", p]);
+    for u in &units {
+        assert!(text.contains(&format!("per window ({u})")), "{text}");
+    }
+    assert!(text.contains("judged per another unit"), "{text}");
+    // One device alone: nothing to say.
+    let one = leakscope_json(&["leaks", p, "--device", "0"]);
+    assert_eq!(one["devices"][0]["units_differ"], false);
+}
+
+/// `compare` weighs suspect growth: the kept logits are `late` in the control (the last
+/// micro-batch's, in flight at the end) and a `leak` in the leaky run at the same size;
+/// that change of kind comes first, by the whole leak.
+#[test]
+fn compare_shows_a_change_of_kind_first() {
+    let truth = read_json(&fixture("scenarios/plain_loop_kept_logits.truth.json"));
+    let leak = &truth["leaks"][0];
+    let v = leakscope_json(&[
+        "compare",
+        fixture("scenarios/plain_loop_control.pickle")
+            .to_str()
+            .unwrap(),
+        fixture("scenarios/plain_loop_kept_logits.pickle")
+            .to_str()
+            .unwrap(),
+    ]);
+    let first = &v["devices"][0]["sites"][0];
+    assert_eq!(first["site"]["label"], leak["site"], "{first:#}");
+    assert_eq!(first["b"]["kind"], "leak");
+    assert_ne!(first["a"]["kind"], "leak");
+    assert_eq!(first["kind_changed"], true);
+    assert_eq!(first["difference"], leak["bytes_per_window"], "{first:#}");
+    let (_, text, _) = run_cli(&[
+        "compare",
+        fixture("scenarios/plain_loop_control.pickle")
+            .to_str()
+            .unwrap(),
+        fixture("scenarios/plain_loop_kept_logits.pickle")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(text.contains("-> leak"), "{text}");
 }

@@ -243,6 +243,9 @@ pub struct RoleMap {
     freed_in_backward: Vec<bool>,
     /// What the device's stacks record.
     pub recorded: Recorded,
+    /// Backward passes the trace's stacks show (runs of backward events; a forward
+    /// recomputed inside a backward is that backward's).
+    pub backwards: usize,
 }
 
 impl RoleMap {
@@ -437,5 +440,6 @@ pub fn classify(
         decided,
         freed_in_backward,
         recorded: phases.recorded,
+        backwards: phases.backward_starts.len(),
     }
 }
