@@ -103,10 +103,6 @@ pub const MIN_SAME_WORK: f64 = 0.75;
 /// different lengths; a function called now and then, or a family with one window
 /// holding a backward, is not.
 pub const SPREAD_SAME_WORK: f64 = 0.9;
-/// The cheap checks let families through to be measured in full when at least this share
-/// of their middle windows is within 2x of the median length (annotation families are
-/// always measured).
-pub const MIN_ALIKE_WINDOWS_SPREAD: f64 = 0.5;
 /// A family whose last window is this many times longer than its median middle window,
 /// and whose windows' kept memory is mostly freed in that last window, is the layers of
 /// one pass (the backward frees what each layer's forward kept), not units of work. A
@@ -490,7 +486,8 @@ pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
         return false;
     }
     let (w, e) = alike(starts, events);
-    (w >= MIN_ALIKE_WINDOWS && e >= MIN_ALIKE_EVENTS || w >= MIN_ALIKE_WINDOWS_SPREAD)
+    w >= MIN_ALIKE_WINDOWS
+        && e >= MIN_ALIKE_EVENTS
         && median_events(starts, events) >= MIN_WINDOW_EVENTS
 }
 
