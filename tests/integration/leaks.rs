@@ -702,29 +702,18 @@ fn devices_in_different_units_say_so() {
 fn compare_shows_a_change_of_kind_first() {
     let truth = read_json(&fixture("scenarios/plain_loop_kept_logits.truth.json"));
     let leak = &truth["leaks"][0];
-    let v = leakscope_json(&[
-        "compare",
-        fixture("scenarios/plain_loop_control.pickle")
-            .to_str()
-            .unwrap(),
-        fixture("scenarios/plain_loop_kept_logits.pickle")
-            .to_str()
-            .unwrap(),
-    ]);
+    let (a, b) = (
+        fixture("scenarios/plain_loop_control.pickle"),
+        fixture("scenarios/plain_loop_kept_logits.pickle"),
+    );
+    let args = ["compare", a.to_str().unwrap(), b.to_str().unwrap()];
+    let v = leakscope_json(&args);
     let first = &v["devices"][0]["sites"][0];
     assert_eq!(first["site"]["label"], leak["site"], "{first:#}");
     assert_eq!(first["b"]["kind"], "leak");
     assert_ne!(first["a"]["kind"], "leak");
     assert_eq!(first["kind_changed"], true);
     assert_eq!(first["difference"], leak["bytes_per_window"], "{first:#}");
-    let (_, text, _) = run_cli(&[
-        "compare",
-        fixture("scenarios/plain_loop_control.pickle")
-            .to_str()
-            .unwrap(),
-        fixture("scenarios/plain_loop_kept_logits.pickle")
-            .to_str()
-            .unwrap(),
-    ]);
+    let (_, text, _) = run_cli(&args);
     assert!(text.contains("-> leak"), "{text}");
 }
