@@ -89,11 +89,14 @@ pub fn candidates_table(c: &[Candidate], limit: usize, style: Style) -> String {
             Some(Failure::TooShort { .. }) => "too short".into(),
             Some(Failure::LowCoverage { .. }) => "starts late".into(),
         };
+        let full = |v: f64| {
+            if q.measured { pct(v) } else { "-".to_string() }
+        };
         t.row([
             count(q.windows),
-            pct(q.self_freed),
+            full(q.self_freed),
             pct(q.alike_windows),
-            pct(q.same_work),
+            full(q.same_work),
             pct(q.coverage),
             verdict,
             format!("{} {}", x.source, x.detail),

@@ -251,15 +251,40 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     );
     unnamed.extend(sites);
     let considered = measured.len() + unnamed.len();
-    let mut guessed = shortlist(unnamed, replay, events, allocs);
-    // One backward in the whole trace: whatever repeats inside it is its layers. (The
+    let (passed, spread, refused) = cheap_checks(unnamed, events, allocs);
+    // One backward in the whole trace: what repeats inside its pass is its layers. (The
     // program's own annotations are taken at their word.)
-    if attr.roles().is_some_and(|m| m.backwards == 1) {
-        for m in &mut guessed {
-            m.quality.failed.push(Failure::OneBackward);
+    let roles = attr.roles().filter(|m| m.backwards == 1);
+    let measure = |families: Vec<Family>| {
+        let mut m = shortlist(families, replay, events, allocs);
+        if let Some(roles) = roles {
+            for x in &mut m {
+                // Inside the one backward: its middle windows start there (layers
+                // recomputed by checkpointing); whole forwards repeated before one
+                // training step do not. Layers of the forward are `one-pass`.
+                let st = &x.family.starts;
+                let middle = if st.len() > 2 {
+                    &st[1..st.len() - 1]
+                } else {
+                    &st[..]
+                };
+                if roles.in_one_backward(middle)
+                    && x.quality.self_freed < quality::LAYERS_KEEP_BELOW
+                {
+                    x.quality.failed.push(Failure::OneBackward);
+                }
+            }
         }
+        m
+    };
+    measured.extend(measure(passed));
+    // Families of unequal lengths pass when their long and short windows do the same
+    // work; they are measured only when nothing else is a unit of work.
+    if unit_of_work(&measured).is_none() {
+        measured.extend(measure(spread));
     }
-    measured.extend(guessed);
+    let in_full = measured.len();
+    measured.extend(refused);
     match unit_of_work(&measured) {
         Some(c) => chosen(device, events, measured, c, true),
         None => {
@@ -271,8 +296,7 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
                 )
             } else {
                 format!(
-                    "none of {considered} candidate window families (annotations, metadata, entries into functions, allocations of call sites; {} measured in full) frees most of what it allocates, repeats alike and covers the trace, as one forward and backward, a single forward or a benchmark's few calls do not",
-                    measured.len()
+                    "none of {considered} candidate window families (annotations, metadata, entries into functions, allocations of call sites; {in_full} measured in full) frees most of what it allocates, repeats alike and covers the trace, as one forward and backward, a single forward or a benchmark's few calls do not"
                 )
             };
             whole_trace(device, events, reason, candidates)
@@ -280,13 +304,15 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     }
 }
 
-/// The candidates, most windows first (then the best at freeing in place).
+/// The candidates: those measured in full, most windows first (then the best at freeing
+/// in place), then those the cheap checks refused, likewise.
 fn ranked(measured: &[Measured]) -> Vec<Candidate> {
     let mut c: Vec<Candidate> = measured.iter().map(Measured::candidate).collect();
     c.sort_by(|a, b| {
         b.quality
-            .windows
-            .cmp(&a.quality.windows)
+            .measured
+            .cmp(&a.quality.measured)
+            .then(b.quality.windows.cmp(&a.quality.windows))
             .then(b.quality.self_freed.total_cmp(&a.quality.self_freed))
             .then_with(|| a.detail.cmp(&b.detail))
     });
@@ -333,16 +359,39 @@ fn chosen(device: i64, events: u32, measured: Vec<Measured>, c: Choice, guessed:
 /// starts, by number of windows (most first); of those with the same number, the ones
 /// whose boundaries fall where the least memory is live (where one unit of work ends and
 /// the next begins), a few per number and a bounded number in all.
+/// The families sorted by the cheap checks: those that pass, those whose lengths spread
+/// (measured only when no other family is a unit of work), and those refused, with the
+/// figures that refused them (listed among the candidates, never chosen).
+fn cheap_checks(
+    families: Vec<Family>,
+    events: u32,
+    allocs: &Allocations,
+) -> (Vec<Family>, Vec<Family>, Vec<Measured>) {
+    let judged: Vec<(Family, quality::Cheap)> = families
+        .into_par_iter()
+        .map(|f| {
+            let c = quality::cheap(&f.starts, events, allocs);
+            (f, c)
+        })
+        .collect();
+    let (mut passed, mut spread, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    for (family, c) in judged {
+        match c {
+            quality::Cheap::Passes => passed.push(family),
+            quality::Cheap::Spread => spread.push(family),
+            quality::Cheap::Refused(quality) => refused.push(Measured { quality, family }),
+        }
+    }
+    (passed, spread, refused)
+}
+
 fn shortlist(
     families: Vec<Family>,
     replay: &Replay,
     events: u32,
     allocs: &Allocations,
 ) -> Vec<Measured> {
-    let mut plausible: Vec<Family> = families
-        .into_par_iter()
-        .filter(|f| quality::plausible(&f.starts, events, allocs))
-        .collect();
+    let mut plausible = families;
     plausible.sort_by(|a, b| {
         b.starts
             .len()

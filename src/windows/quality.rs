@@ -30,6 +30,10 @@ pub struct Quality {
     pub coverage: f64,
     /// What fails, if anything (empty: the windows are units of work).
     pub failed: Vec<Failure>,
+    /// Measured in full; `false`: refused by the cheap checks (count, coverage, length,
+    /// alikeness, in that order, stopping at the first that fails), and the figures not
+    /// measured are 0 (`self_freed`, `self_freed_bytes`, `same_work` always).
+    pub measured: bool,
 }
 
 /// A check the windows fail.
@@ -61,8 +65,9 @@ pub enum Failure {
         /// Share of the bytes the other windows kept past themselves that the last frees.
         freed_by_last: f64,
     },
-    /// The trace's stacks show a single backward: a family of windows in it is the layers
-    /// of that one pass (entries into each layer's forward, its recomputation in backward).
+    /// The trace's stacks show a single backward, the family's middle windows all start
+    /// inside it and free less than [`LAYERS_KEEP_BELOW`] in place: they are its layers
+    /// (each layer's forward recomputed by activation checkpointing).
     OneBackward,
     /// Windows do different work (a function entered both in forward and in backward).
     NotSameWork {
@@ -97,12 +102,20 @@ pub const MIN_WINDOW_EVENTS: u64 = 8;
 pub const MIN_COVERAGE: f64 = 0.9;
 /// At least this share of the middle windows do a typical window's work.
 pub const MIN_SAME_WORK: f64 = 0.75;
+/// Families whose lengths spread past the 2x rule are measured in full (after the others,
+/// and only when none of those is a unit of work) when at least this share of their middle
+/// windows is within it: requests of 4 to 96 tokens put a third of them there.
+pub const MIN_ALIKE_WINDOWS_SPREAD: f64 = 0.25;
 /// Windows whose lengths spread more than [`MIN_ALIKE_WINDOWS`] allows still repeat alike
 /// when they do the same work ([`MIN_SAME_WORK`]) and at least this share of the long and
 /// short ones among them do it too: requests of 4 to 96 tokens are one unit of work of
 /// different lengths; a function called now and then, or a family with one window
 /// holding a backward, is not.
 pub const SPREAD_SAME_WORK: f64 = 0.9;
+/// Windows inside the one backward of a trace are its layers (recomputed by activation
+/// checkpointing, each leaving its gradients behind) when they free less than this median
+/// share in place; whole passes repeated there free nearly everything they make.
+pub const LAYERS_KEEP_BELOW: f64 = 0.9;
 /// A family whose last window is this many times longer than its median middle window,
 /// and whose windows' kept memory is mostly freed in that last window, is the layers of
 /// one pass (the backward frees what each layer's forward kept), not units of work. A
@@ -432,6 +445,70 @@ pub fn measure(starts: &[u32], events: u32, allocs: &Allocations) -> Quality {
         same_work,
         coverage,
         failed,
+        measured: true,
+    }
+}
+
+/// What the cheap checks say of a family.
+pub enum Cheap {
+    /// Worth measuring in full.
+    Passes,
+    /// Lengths spread past the 2x rule, with at least [`MIN_ALIKE_WINDOWS_SPREAD`] of the
+    /// windows within it: worth measuring when no family passes, since unequal lengths
+    /// pass when the work is the same.
+    Spread,
+    /// Refused, with the figures that were measured and what they fail.
+    Refused(Quality),
+}
+
+/// The cheap checks (count, coverage, alikeness, length), to pass over candidates before
+/// their allocations are looked at.
+pub fn cheap(starts: &[u32], events: u32, allocs: &Allocations) -> Cheap {
+    let refused = |failed: Vec<Failure>, coverage: f64, alike: (f64, f64)| {
+        Cheap::Refused(Quality {
+            windows: starts.len() as u64,
+            self_freed: 0.0,
+            self_freed_bytes: 0.0,
+            alike_windows: alike.0,
+            alike_events: alike.1,
+            same_work: 0.0,
+            coverage,
+            failed,
+            measured: false,
+        })
+    };
+    // The cheapest first, and a family refused by one is not measured further (its other
+    // figures stay 0): a binary search, then passes over the windows.
+    if starts.len() < MIN_WINDOWS {
+        let windows = starts.len() as u64;
+        return refused(vec![Failure::TooFew { windows }], 0.0, (0.0, 0.0));
+    }
+    let births = allocs.births();
+    let covered = births.len() - births.partition_point(|&b| b < starts[0]);
+    let coverage = covered as f64 / births.len().max(1) as f64;
+    if coverage < MIN_COVERAGE {
+        return refused(
+            vec![Failure::LowCoverage { coverage }],
+            coverage,
+            (0.0, 0.0),
+        );
+    }
+    let (alike_windows, alike_events) = alike(starts, events);
+    let median_events = median_events(starts, events);
+    if median_events < MIN_WINDOW_EVENTS {
+        let failed = vec![Failure::TooShort { median_events }];
+        return refused(failed, coverage, (alike_windows, alike_events));
+    }
+    if alike_windows >= MIN_ALIKE_WINDOWS && alike_events >= MIN_ALIKE_EVENTS {
+        Cheap::Passes
+    } else if alike_windows >= MIN_ALIKE_WINDOWS_SPREAD {
+        Cheap::Spread
+    } else {
+        let failed = vec![Failure::NotAlike {
+            alike_windows,
+            alike_events,
+        }];
+        refused(failed, coverage, (alike_windows, alike_events))
     }
 }
 
@@ -471,24 +548,6 @@ fn one_pass(starts: &[u32], events: u32, median: u64, allocs: &Allocations) -> O
         by_last as f64 / kept as f64
     };
     (share > 0.5).then_some((last_len as f64 / median as f64, share))
-}
-
-/// The cheap checks alone (count, alikeness, coverage), to pass over candidates before
-/// their allocations are looked at.
-pub fn plausible(starts: &[u32], events: u32, allocs: &Allocations) -> bool {
-    if starts.len() < MIN_WINDOWS {
-        return false;
-    }
-    // Coverage first: it is a binary search, alikeness a pass over the windows.
-    let births = allocs.births();
-    let covered = births.len() - births.partition_point(|&b| b < starts[0]);
-    if (covered as f64) < MIN_COVERAGE * births.len() as f64 {
-        return false;
-    }
-    let (w, e) = alike(starts, events);
-    w >= MIN_ALIKE_WINDOWS
-        && e >= MIN_ALIKE_EVENTS
-        && median_events(starts, events) >= MIN_WINDOW_EVENTS
 }
 
 #[cfg(test)]

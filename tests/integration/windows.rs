@@ -339,3 +339,78 @@ fn a_function_is_entered_where_the_allocation_before_was_outside_it() {
         assert_eq!(starts_of(w), by_hand, "{spec}: {w}");
     }
 }
+
+/// Requests of unequal lengths (4 to 96 tokens) with no annotations: the entries into the
+/// request handler are the unit of work (the long and short requests allocate from the
+/// same stacks), and the KV cache leaked per request is found at the truth's size.
+#[test]
+fn requests_of_unequal_lengths_are_units_of_work_without_annotations() {
+    if !have_python() {
+        return;
+    }
+    let truth = read_json(&fixture("scenarios/serving_variable_lengths.truth.json"));
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("no_annotations.pickle");
+    let ok = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import pickle,sys; s=pickle.load(open(sys.argv[1],'rb')); s.pop('external_annotations'); pickle.dump(s, open(sys.argv[2],'wb'))",
+            fixture("scenarios/serving_variable_lengths.pickle")
+                .to_str()
+                .unwrap(),
+            bare.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let v = leakscope_json(&["leaks", bare.to_str().unwrap()]);
+    let d = &v["devices"][0];
+    assert_eq!(
+        d["windows"]["count"], truth["windows"]["count"],
+        "{:#}",
+        d["windows"]
+    );
+    let leak = &truth["leaks"][0];
+    let s = &d["suspects"][0];
+    assert_eq!(s["site"]["label"], leak["site"]);
+    assert_eq!(s["kind"], "leak");
+    let per = s["bytes_per_occurrence"].as_u64().unwrap();
+    let (lo, hi) = (
+        leak["bytes_per_window_min"].as_u64().unwrap(),
+        leak["bytes_per_window_max"].as_u64().unwrap(),
+    );
+    assert!((lo..=hi).contains(&per), "{per} outside {lo}..={hi}");
+}
+
+/// Every candidate family is listed, those the cheap checks refused too: with what
+/// refused them and their unmeasured figures marked (`measured: false`, `-` in text).
+#[test]
+fn families_refused_early_are_listed_with_the_reason() {
+    let path = fixture("scenarios/single_pass_layers.pickle");
+    let p = path.to_str().unwrap();
+    let v = leakscope_json(&["windows", p]);
+    let c = v["devices"][0]["candidates"].as_array().unwrap();
+    let refused: Vec<&serde_json::Value> = c
+        .iter()
+        .filter(|x| x["quality"]["measured"] == false)
+        .collect();
+    assert!(!refused.is_empty(), "{c:#?}");
+    for x in &refused {
+        let failed = x["quality"]["failed"].as_array().unwrap();
+        assert_eq!(failed.len(), 1, "the first cheap check that fails: {x:#}");
+        assert_eq!(x["quality"]["self_freed"], 0.0);
+    }
+    // The measured ones come first.
+    let first_refused = c
+        .iter()
+        .position(|x| x["quality"]["measured"] == false)
+        .unwrap();
+    assert!(
+        c[first_refused..]
+            .iter()
+            .all(|x| x["quality"]["measured"] == false)
+    );
+    let (_, text, _) = run_cli(&["windows", p]);
+    assert!(text.contains("  -  ") || text.contains(" - "), "{text}");
+}

@@ -246,9 +246,29 @@ pub struct RoleMap {
     /// Backward passes the trace's stacks show (runs of backward events; a forward
     /// recomputed inside a backward is that backward's).
     pub backwards: usize,
+    /// The first event of each phase span, ascending, and whether it is a backward's.
+    span_starts: Vec<(u32, bool)>,
+    /// The first event of the first forward.
+    first_forward: Option<u32>,
 }
 
 impl RoleMap {
+    /// Whether every one of `events` falls in the same backward span, one that follows a
+    /// forward (a forward recomputed by activation checkpointing runs inside it).
+    pub fn in_one_backward(&self, events: &[u32]) -> bool {
+        let span = |e: u32| self.span_starts.partition_point(|&(s, _)| s <= e);
+        let Some(&first) = events.first() else {
+            return false;
+        };
+        let k = span(first);
+        k > 0
+            && self.span_starts[k - 1].1
+            && self
+                .first_forward
+                .is_some_and(|f| f < self.span_starts[k - 1].0)
+            && events.iter().all(|&e| span(e) == k)
+    }
+
     /// The role of lifetime `i` of the replay.
     pub fn role(&self, i: usize) -> RoleId {
         let r = self.decided.get(i).copied().unwrap_or(u8::MAX) as usize;
@@ -441,5 +461,13 @@ pub fn classify(
         freed_in_backward,
         recorded: phases.recorded,
         backwards: phases.backward_starts.len(),
+        first_forward: phases.forward_starts.first().copied(),
+        span_starts: phases
+            .span
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| i == 0 || phases.span[i - 1] != *s)
+            .map(|(i, _)| (i as u32, phases.phase[i] == Phase::Backward))
+            .collect(),
     }
 }
