@@ -47,6 +47,8 @@ def _suspect_row(device: int, s: dict, suspect: bool) -> Row:
         "kind": s.get("kind"),
         "suspect": suspect,
         "bytes_per_window": s.get("bytes_per_window"),
+        "bytes_per_occurrence": s.get("bytes_per_occurrence"),
+        "period_windows": s.get("period_windows"),
         "windows_growing": s.get("windows_growing"),
         "windows_total": s.get("windows_total"),
         "onset_window": s.get("onset_window"),
@@ -120,7 +122,8 @@ def _compare_rows(d: dict) -> List[Row]:
                          "site": _label(s.get("site")), "role": s.get("role"),
                          "a_bytes_per_window": s["a"]["bytes_per_window"], "a_kind": s["a"]["kind"],
                          "b_bytes_per_window": s["b"]["bytes_per_window"], "b_kind": s["b"]["kind"],
-                         "difference": s.get("difference")})
+                         "difference": s.get("difference"),
+                         "kind_changed": s.get("kind_changed")})
     return rows
 
 
