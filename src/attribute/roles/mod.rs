@@ -28,7 +28,7 @@ use crate::replay::Replay;
 
 pub use marks::{Mark, Marks};
 pub use phase::{ANNOTATION_PHASES, Annotated, Phase, Phases, Recorded, annotation_phase};
-pub use rules::{Kept, RULES, Rule, When};
+pub use rules::{KEPT_FACTS, Kept, RULES, Rule, When};
 
 use marks::StackMarks;
 
@@ -325,7 +325,7 @@ struct Facts {
     made_by: Marks,
     freed_by: Marks,
     made_in: Phase,
-    kept: [bool; 9],
+    kept: [bool; KEPT_FACTS],
 }
 
 impl Facts {
@@ -417,7 +417,7 @@ pub fn classify(
                 made_by: Marks::default(),
                 freed_by: Marks::default(),
                 made_in: Phase::Other,
-                kept: [false; 9],
+                kept: [false; KEPT_FACTS],
             },
             Some(a) => {
                 let ai = a as usize;
@@ -425,7 +425,7 @@ pub fn classify(
                 let freed_by = l
                     .free_stack(trace)
                     .map_or(Marks::default(), |s| marks.of(s));
-                let mut kept = [false; 9];
+                let mut kept = [false; KEPT_FACTS];
                 kept[Kept::InPhase as usize] = in_phase;
                 kept[Kept::BeyondPhase as usize] = !in_phase;
                 // Kept to the end is kept into whatever comes next.
@@ -439,6 +439,9 @@ pub fn classify(
                     l.freed.is_none() && phases.first_work.is_some_and(|w| a < w);
                 kept[Kept::AcrossForward as usize] = !in_phase && phases.forward_between(a, freed);
                 kept[Kept::OutlivedUnit as usize] = phases.annotated.outlived_unit(a, freed);
+                kept[Kept::InOpenUnit as usize] =
+                    freed.is_none() && phases.annotated.in_open_unit(a);
+                kept[Kept::PastItsPass as usize] = !in_phase && phases.in_forward_pass(a);
                 Facts {
                     traced: true,
                     workspace: phase::is_workspace(trace, ai),

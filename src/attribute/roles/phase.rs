@@ -109,6 +109,9 @@ pub struct Annotated {
     phase: Vec<Option<Phase>>,
     /// The outermost closed ranges `[start, end)`, by start, disjoint.
     units: Vec<(u32, u32)>,
+    /// Where the outermost range that never closed begins, when one does after a
+    /// closed unit (the unit of work the capture cut off).
+    open_unit: Option<u32>,
 }
 
 impl Annotated {
@@ -118,6 +121,7 @@ impl Annotated {
         let mut phase: Vec<Option<Phase>> = Vec::new();
         let mut units: Vec<(u32, u32)> = Vec::new();
         let mut outer_end = 0u32;
+        let mut open_unit = None;
         for r in ranges {
             let (s, e) = (r.start, r.end);
             // Sorted by start with the longer first: a later range starting before the
@@ -133,11 +137,17 @@ impl Annotated {
             if s >= outer_end && e > s {
                 if r.closed {
                     units.push((s, e));
+                } else if !units.is_empty() && open_unit.is_none() {
+                    open_unit = Some(s);
                 }
                 outer_end = e;
             }
         }
-        Annotated { phase, units }
+        Annotated {
+            phase,
+            units,
+            open_unit,
+        }
     }
 
     /// The phase the annotations give event `i`.
@@ -153,6 +163,12 @@ impl Annotated {
             let (_, e) = self.units[k - 1];
             a < e && freed.is_none_or(|f| f >= e)
         }
+    }
+
+    /// Whether an allocation made at event `a` was made inside the unit of work still
+    /// open at the end of the trace.
+    pub fn in_open_unit(&self, a: u32) -> bool {
+        self.open_unit.is_some_and(|s| a >= s)
     }
 
     /// Whether any range names a phase.
@@ -206,6 +222,8 @@ pub struct Phases {
     pub forward_starts: Vec<u32>,
     /// The first event of each span of a phase other than `Other`, ascending.
     pub phase_starts: Vec<u32>,
+    /// Per span: whether it began with a forward (its pass includes the code after it).
+    pub span_is_forward: Vec<bool>,
     /// The first event in a forward or backward (`None`: the trace has neither).
     pub first_work: Option<u32>,
     /// What the trace's stacks record.
@@ -290,6 +308,7 @@ impl Phases {
         let mut phase_starts = Vec::new();
         let mut s = 0u32;
         let mut began = pass.first().copied().unwrap_or(Phase::Other);
+        let mut span_is_forward = vec![began == Phase::Forward];
         for i in 0..n {
             // A forward and the code right after it (the loss, the logits processor, the
             // schedule's bookkeeping) are one pass: the span goes on until another phase
@@ -303,6 +322,7 @@ impl Phases {
             if i > 0 && pass[i] != pass[i - 1] && !same_pass {
                 s += 1;
                 began = pass[i];
+                span_is_forward.push(began == Phase::Forward);
                 if began != Phase::Other {
                     phase_starts.push(i as u32);
                 }
@@ -326,9 +346,22 @@ impl Phases {
             forward_starts,
             phase_starts,
             first_work,
+            span_is_forward,
             recorded,
             annotated,
         }
+    }
+
+    /// Whether event `a` is the code right after a forward, in that forward's pass.
+    pub fn in_forward_pass(&self, a: u32) -> bool {
+        let i = a as usize;
+        self.phase.get(i) == Some(&Phase::Other)
+            && self
+                .span
+                .get(i)
+                .and_then(|&s| self.span_is_forward.get(s as usize))
+                .copied()
+                .unwrap_or(false)
     }
 
     /// Whether a backward begins after event `a` and at or before event `end` (`None`:

@@ -29,7 +29,16 @@ pub enum Kept {
     /// Made inside an annotated unit of work (the outermost `record_function` range: a
     /// step, a request) and alive after it ended.
     OutlivedUnit,
+    /// Made inside the unit of work still running when the trace ends (its range never
+    /// closed, after closed ones) and alive at the end.
+    InOpenUnit,
+    /// Made in the code right after a forward (its pass: the loss, log-probs, sampling)
+    /// and not freed within that pass.
+    PastItsPass,
 }
+
+/// How many [`Kept`] facts there are.
+pub const KEPT_FACTS: usize = Kept::PastItsPass as usize + 1;
 
 /// When a rule applies: every condition given holds.
 #[derive(Clone, Copy, Debug)]
@@ -272,6 +281,26 @@ pub const RULES: &[Rule] = &[
             ..ANY
         },
         doc: "made around the model inside an annotated unit of work (a step, a request) and alive after it ended: an input or output handed on",
+    },
+    Rule {
+        id: "loop-open-unit",
+        role: Role::Activation,
+        when: When {
+            made_in: &[Other],
+            kept: Some(InOpenUnit),
+            ..ANY
+        },
+        doc: "made around the model inside the unit of work the capture cut off (its range still open at the end) and alive then: an input of that unit, as the earlier units' were",
+    },
+    Rule {
+        id: "pass-output",
+        role: Role::Activation,
+        when: When {
+            made_in: &[Other],
+            kept: Some(PastItsPass),
+            ..ANY
+        },
+        doc: "made in the code right after a forward (the loss, log-probs, a sampled token) and kept past that pass: the pass's output, handed on or kept",
     },
     Rule {
         id: "loop-scratch",
