@@ -3,6 +3,7 @@
 //! units and formats belong to `render`, and putting files, options and devices together
 //! belongs to `session`.
 
+pub mod allocations;
 pub mod check;
 pub mod compare;
 pub mod counters;

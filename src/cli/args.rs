@@ -41,6 +41,8 @@ pub enum Command {
     Check(CheckCmd),
     /// How the trace is cut into windows (micro-batches) for leaks, and why
     Windows(WindowsCmd),
+    /// Every allocation over the trace, as memory_viz's timeline draws it (the largest one by one, the rest summed)
+    Timeline(TimelineCmd),
     /// The call tree of the memory live at a point: bytes per frame, inclusive and self
     Tree(TreeCmd),
     /// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
@@ -141,6 +143,26 @@ pub struct SegmentsCmd {
     #[command(flatten)]
     pub load: LoadArgs,
     /// Print JSON (schema leakscope.segments/3)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every allocation over the trace, as memory_viz's timeline draws it (the largest one by one, the rest summed)
+#[derive(clap::Args)]
+pub struct TimelineCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    /// Allocations drawn one by one per device (the largest by bytes x lifetime); the rest are summed in one band, exact after every event
+    #[arg(long, default_value_t = crate::analysis::allocations::DEFAULT_MAX_ALLOCATIONS)]
+    pub max_allocations: usize,
+    /// Device index, or all (every device with segments or trace events)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Print JSON (schema leakscope.timeline/1)
     #[arg(long)]
     pub json: bool,
 }

@@ -84,6 +84,16 @@ impl SegmentsCmd {
     }
 }
 
+impl TimelineCmd {
+    pub fn run(&self, style: Style) -> anyhow::Result<()> {
+        let opts = options(self.device, None, None, &self.filters);
+        let s = output::open(&self.file, &self.load, false)?;
+        let report = s.timeline(&opts, self.max_allocations)?;
+        output::finish(s);
+        output::emit_compact(self.json, &report, |r| render::allocations::text(r, style))
+    }
+}
+
 impl RanksCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let mut opts = Options::default();

@@ -34,6 +34,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ranks(c) => c.run(style),
         Command::Check(c) => c.run(style),
         Command::Windows(c) => c.run(style),
+        Command::Timeline(c) => c.run(style),
         Command::Tree(c) => c.run(style),
         Command::Flamegraph(c) => c.run(),
         Command::Report(c) => c.run(),

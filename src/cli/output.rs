@@ -112,6 +112,20 @@ pub fn emit<T: serde::Serialize>(
     }
 }
 
+/// Like [`emit`], with the JSON on one line: for reports that are mostly long series
+/// of numbers (`timeline`), read by programs rather than people.
+pub fn emit_compact<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    render: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        stdout(&(serde_json::to_string(report)? + "\n"))
+    } else {
+        stdout(&render(report))
+    }
+}
+
 /// Writes `data` to `path` whole (see [`crate::files`]), refusing a path that names one
 /// of `inputs`.
 pub fn file(inputs: &Inputs, path: &Path, data: &[u8]) -> anyhow::Result<()> {

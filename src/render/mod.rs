@@ -2,6 +2,7 @@
 //! flame graphs and JUnit XML. Words and units live here; nothing here opens a file or
 //! computes a finding.
 
+pub mod allocations;
 pub mod check;
 pub mod consistency;
 pub mod exported;

@@ -55,8 +55,8 @@ pub use report::{
     DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
 };
 pub use reports::{
-    LeaksReport, OomReport, PerDevice, SegmentsReport, TopReport, TreeReport, Unresolved,
-    WindowsReport, schema,
+    LeaksReport, OomReport, PerDevice, SegmentsReport, TimelineReport, TopReport, TreeReport,
+    Unresolved, WindowsReport, schema,
 };
 pub use run::DeviceRun;
 
@@ -298,6 +298,31 @@ impl Session {
         self.at_point(schema::TREE, opts, at, |r, p| {
             tree::tree(&r.replay, p, &mut r.attr)
         })
+    }
+
+    /// `timeline`: every allocation of each selected device over its trace, the
+    /// `max_allocations` largest (bytes x lifetime) one by one and the rest summed.
+    pub fn timeline(
+        &self,
+        opts: &Options,
+        max_allocations: usize,
+    ) -> Result<TimelineReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let mut runs = self.runs_of(&sel.devices, opts);
+        let devices = runs
+            .par_iter_mut()
+            .map(|r| {
+                let (device, trace) = (r.device(), r.view.trace);
+                crate::analysis::allocations::allocations(
+                    device,
+                    trace,
+                    &r.replay,
+                    &mut r.attr,
+                    max_allocations,
+                )
+            })
+            .collect();
+        Ok(self.per_device(schema::TIMELINE, devices, sel.idle))
     }
 
     /// `segments`: the segment map at `at` on every selected device.

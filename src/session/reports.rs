@@ -94,6 +94,10 @@ pub type SegmentsReport = PerDevice<DeviceSegments>;
 /// selected device's end state when none has one.
 pub type OomReport = PerDevice<DeviceOom>;
 
+/// `leakscope timeline` (`leakscope.timeline/1`): every allocation of each device, the
+/// largest drawn one by one.
+pub type TimelineReport = PerDevice<crate::analysis::allocations::DeviceAllocations>;
+
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
@@ -104,6 +108,8 @@ pub mod schema {
     pub const TOP: &str = "leakscope.top/4";
     /// [`super::TreeReport`].
     pub const TREE: &str = "leakscope.tree/4";
+    /// [`super::TimelineReport`].
+    pub const TIMELINE: &str = crate::analysis::allocations::SCHEMA;
     /// [`super::SegmentsReport`].
     pub const SEGMENTS: &str = "leakscope.segments/3";
     /// [`super::OomReport`].
