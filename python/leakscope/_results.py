@@ -104,6 +104,13 @@ def _segments_rows(d: dict) -> List[Row]:
             for dev in _devices(d) for s in dev.get("segments") or []]
 
 
+def _timeline_rows(d: dict) -> List[Row]:
+    keys = ("address", "bytes", "alloc_event", "first_event", "free_event", "alloc_time_us",
+            "free_time_us", "role", "site")
+    return [{"device": dev["device"], **{k: a.get(k) for k in keys}}
+            for dev in _devices(d) for a in dev.get("allocations") or []]
+
+
 def _windows_rows(d: dict) -> List[Row]:
     rows = []
     for dev in _devices(d):
@@ -157,7 +164,7 @@ def _report_rows(d: dict) -> List[Row]:
 
 _ROWS: Dict[str, Callable[[dict], List[Row]]] = {
     "summary": _summary_rows, "leaks": _leaks_rows, "top": _top_rows, "tree": _tree_rows,
-    "oom": _oom_rows, "segments": _segments_rows, "windows": _windows_rows,
+    "oom": _oom_rows, "segments": _segments_rows, "timeline": _timeline_rows, "windows": _windows_rows,
     "compare": _compare_rows, "ranks": _ranks_rows, "check": _check_rows,
     "report": _report_rows,
 }

@@ -147,6 +147,23 @@ class Snapshot:
         """
         return Result._from_json("segments", self._native.segments(_opts(device=device), at))
 
+    def timeline(self, max_allocations: int = 3000, device: Device = None,
+                 exclude: Optional[str] = None, focus: Optional[str] = None,
+                 python_only: bool = False) -> Result:
+        """Every allocation over the trace (``leakscope timeline --json``, schema
+        ``leakscope.timeline/1``): the ``max_allocations`` largest by bytes x lifetime one
+        by one (``to_pandas()``: a row each, with role and site), the rest summed in
+        ``summarized``, exact after every event.
+
+        Example::
+
+            t = snap.timeline(max_allocations=500)
+            t.to_pandas().sort_values("bytes").tail()
+        """
+        return Result._from_json("timeline", self._native.timeline(
+            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only),
+            max_allocations))
+
     def oom(self, windows: str = "auto", device: Device = None, by: str = "site",
             roles: Optional[PathLike] = None) -> Result:
         """Why an allocation failed (``leakscope oom --json``); each holder names its

@@ -233,6 +233,17 @@ impl NativeSession {
         self.report(py, move |s| s.segments(&o, a))
     }
 
+    #[pyo3(signature = (opts=None, max_allocations=leakscope::analysis::allocations::DEFAULT_MAX_ALLOCATIONS))]
+    fn timeline(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+        max_allocations: usize,
+    ) -> PyResult<String> {
+        let o = options(opts)?;
+        self.report(py, move |s| s.timeline(&o, max_allocations))
+    }
+
     #[pyo3(signature = (opts=None))]
     fn oom(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
         let o = options(opts)?;
