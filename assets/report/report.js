@@ -74,6 +74,17 @@
       (groups[u.lsGroup] || []).forEach(function (o) {
         if (o !== u) o.setScale("x", { min: u.scales.x.min, max: u.scales.x.max });
       });
+      if (window.lsAllocations) window.lsAllocations.setRange(u.lsGroup, u.scales.x.min, u.scales.x.max);
+    } finally {
+      syncing = false;
+    }
+  }
+  // The allocation timeline zoomed: the device's charts follow (over the same events).
+  function setGroupRange(group, min, max) {
+    if (syncing) return;
+    syncing = true;
+    try {
+      (groups[group] || []).forEach(function (o) { o.setScale("x", { min: min, max: max }); });
     } finally {
       syncing = false;
     }
@@ -191,6 +202,11 @@
       link(u, n);
     }
 
+    chart("allocations-" + n, function (el) {
+      if (!window.lsAllocations || !window.lsAllocations.draw(dev, function (min, max) {
+        setGroupRange(n, min, max);
+      })) drawn--; // a message, not a chart
+    });
     chart("roles-" + n, function (el) { stacked(el, dev.roles, "other roles"); });
     chart("sites-" + n, function (el) { stacked(el, dev.sites, "everything else"); });
 
@@ -251,6 +267,8 @@
   status.dataset.siteWidth = narrowest === null ? "" : String(Math.round(narrowest));
   status.dataset.charts = String(drawn);
   status.dataset.errors = String(errors.length);
+  // Milliseconds from navigation to everything drawn (the browser test bounds it).
+  status.dataset.readyMs = String(Math.round(performance.now()));
   status.dataset.ready = "1";
   status.textContent = errors.length
     ? "Rendering problems: " + errors.join("; ")

@@ -196,7 +196,7 @@ class Snapshot:
                within: Optional[str] = None, by: str = "site",
                device: Device = None, roles: Optional[PathLike] = None) -> Result:
         """The self-contained HTML report, written to ``path`` when given; returns its
-        data (``leakscope report --json``, schema ``leakscope.report/5``).
+        data (``leakscope report --json``, schema ``leakscope.report/6``).
 
         Example::
 

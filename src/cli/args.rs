@@ -152,9 +152,8 @@ pub struct SegmentsCmd {
 pub struct TimelineCmd {
     /// Snapshot file
     pub file: PathBuf,
-    /// Allocations drawn one by one per device (the largest by bytes x lifetime); the rest are summed in one band, exact after every event
-    #[arg(long, default_value_t = crate::analysis::allocations::DEFAULT_MAX_ALLOCATIONS)]
-    pub max_allocations: usize,
+    #[command(flatten)]
+    pub drawn: DrawnArgs,
     /// Device index, or all (every device with segments or trace events)
     #[arg(long, default_value = "all")]
     pub device: DeviceSelection,
@@ -267,7 +266,9 @@ pub struct ReportCmd {
     pub output: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print the report's data as JSON (schema leakscope.report/5) instead of writing HTML
+    #[command(flatten)]
+    pub drawn: DrawnArgs,
+    /// Print the report's data as JSON (schema leakscope.report/6) instead of writing HTML
     #[arg(long)]
     pub json: bool,
 }
@@ -381,6 +382,14 @@ fn share(s: &str) -> Result<f64, String> {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}`: use a fraction from 0 to 1")),
     }
+}
+
+/// How many allocations a timeline draws one by one (`timeline`, `report`).
+#[derive(clap::Args)]
+pub struct DrawnArgs {
+    /// Allocations drawn one by one per device (the largest by bytes x lifetime); the rest are summed in one band, exact after every event
+    #[arg(long, default_value_t = crate::analysis::allocations::DEFAULT_MAX_ALLOCATIONS)]
+    pub max_allocations: usize,
 }
 
 #[derive(clap::Args)]

@@ -88,7 +88,7 @@ impl TimelineCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let opts = options(self.device, None, None, &self.filters);
         let s = output::open(&self.file, &self.load, false)?;
-        let report = s.timeline(&opts, self.max_allocations)?;
+        let report = s.timeline(&opts, self.drawn.max_allocations)?;
         output::finish(s);
         output::emit_compact(self.json, &report, |r| render::allocations::text(r, style))
     }
@@ -210,7 +210,11 @@ impl ReportCmd {
     pub fn run(&self) -> anyhow::Result<()> {
         let opts = self.analysis.options();
         let s = output::open(&self.file, &self.analysis.load, false)?;
-        let data = s.report(&opts, &ReportOptions::default())?;
+        let page = ReportOptions {
+            max_allocations: self.drawn.max_allocations,
+            ..ReportOptions::default()
+        };
+        let data = s.report(&opts, &page)?;
         output::finish(s);
         let data_json = serde_json::to_string(&data)?;
         if self.json {

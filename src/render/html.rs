@@ -20,6 +20,7 @@ use super::{bytes, count, device_list, terminal_text};
 const UPLOT_JS: &str = include_str!("../../assets/vendor/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.css");
 const REPORT_JS: &str = include_str!("../../assets/report/report.js");
+const ALLOCATIONS_JS: &str = include_str!("../../assets/report/allocations.js");
 const REPORT_CSS: &str = include_str!("../../assets/report/report.css");
 /// Records script errors, failed loads and `console.error` calls before anything else
 /// runs, so the page can say whether it rendered cleanly (the browser test reads it).
@@ -180,7 +181,7 @@ pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[Option<String>]) 
     );
     let _ = write!(
         h,
-        "<script type=\"application/json\" id=\"ls-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
+        "<script type=\"application/json\" id=\"ls-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{ALLOCATIONS_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
         script_json(data_json)
     );
     h
@@ -241,8 +242,14 @@ fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Opti
          Dashed lines: window starts; red: the peak; black: OOM.</p>\
          <div id=\"timeline-{n}\" class=\"chart\"></div>\
          <p class=\"readout\">Peak of the timeline: <span id=\"timeline-peak-{n}\" data-bytes=\"\">(drawing…)</span></p>\
+         <h3 id=\"allocations-title-{n}\">Every allocation over the trace ({schema})</h3>\
+         <p class=\"hint\">One band per allocation, from the event that made it to the event that freed it, \
+         stacked in the order they were made (as memory_viz draws them); the largest by bytes x lifetime one by one, \
+         the rest summed in the grey band. Hover for size, site and role; click to pin its stack and open the segment map there.</p>\
+         <div id=\"allocations-{n}\" class=\"allocations\" data-schema=\"{schema}\"></div>\
          <h3>Memory by role over time (stacked)</h3><div id=\"roles-{n}\" class=\"chart\"></div>\
-         <h3>Largest sites over time (stacked)</h3><div id=\"sites-{n}\" class=\"chart\"></div></section>"
+         <h3>Largest sites over time (stacked)</h3><div id=\"sites-{n}\" class=\"chart\"></div></section>",
+        schema = crate::analysis::allocations::SCHEMA
     );
     leaks_section(h, d);
     h.push_str("<section class=\"top-section\"><h2>What holds memory</h2>");

@@ -8,14 +8,17 @@
 use serde::Serialize;
 
 use super::run::DeviceRun;
+use crate::analysis::allocations::{DeviceAllocations, allocations};
 use crate::analysis::leaks::{self, DeviceLeaks};
 use crate::analysis::oom::DeviceOom;
 use crate::analysis::point::{At, Point, point_after};
+use crate::analysis::segments::{DeviceSegments, SegmentTotals, segments};
 use crate::analysis::summary::Summary;
 use crate::analysis::timeline::{SiteSeries, Timeline, site_series, timeline};
 use crate::analysis::top::{self, DeviceTop};
 use crate::analysis::tree::{self, DeviceTree};
 use crate::attribute::Site;
+use crate::replay::AllocatorState;
 use crate::windows::Windows;
 
 /// How much the report keeps.
@@ -38,6 +41,11 @@ pub struct ReportOptions {
     pub growth_points: usize,
     /// Rows of the leak tables kept (suspects, and other growing sites).
     pub leak_rows: usize,
+    /// Allocations the timeline draws one by one per device (the rest summed).
+    pub max_allocations: usize,
+    /// Evenly spaced events whose segment map the page holds (the peak's and the first
+    /// OOM's too), for the state view.
+    pub state_points: usize,
 }
 
 impl Default for ReportOptions {
@@ -51,6 +59,8 @@ impl Default for ReportOptions {
             growth_lines: 9,
             growth_points: 2000,
             leak_rows: 200,
+            max_allocations: crate::analysis::allocations::DEFAULT_MAX_ALLOCATIONS,
+            state_points: 8,
         }
     }
 }
@@ -209,6 +219,11 @@ pub struct DeviceReport {
     pub top_end: DeviceTop,
     /// The OOM explanation, when the trace has an `oom` event.
     pub oom: Option<DeviceOom>,
+    /// Every allocation over the trace, the largest one by one (`leakscope.timeline/1`).
+    pub allocations: DeviceAllocations,
+    /// The segment map after a few events (evenly spaced, the peak, the first OOM), in
+    /// event order, for the state view.
+    pub states: Vec<StateMap>,
     /// The call tree at the peak, for the flamegraph (not in the JSON: `tree --json` has it).
     #[serde(skip)]
     pub peak_tree: DeviceTree,
@@ -262,6 +277,22 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
         top::top(replay, at, &mut by_role, usize::MAX)
     });
     let timeline = timeline(replay, opts.timeline_buckets);
+    let states = state_events(replay.len(), peak.event_index, replay.ooms.first(), opts)
+        .into_iter()
+        .map(|e| {
+            let at = point_after(r.snapshot(), replay, At::Event(e), Some(e));
+            StateMap::of(
+                e,
+                &segments(
+                    r.device(),
+                    at,
+                    &AllocatorState::after(&r.view, replay, Some(e)),
+                ),
+            )
+        })
+        .collect();
+    let (device, trace) = (r.device(), r.view.trace);
+    let allocations = allocations(device, trace, replay, &mut r.attr, opts.max_allocations);
     let oom = (!r.replay.ooms.is_empty()).then(|| r.explain_oom());
     DeviceReport {
         device: r.device(),
@@ -281,8 +312,71 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
         top_peak,
         top_end,
         oom,
+        allocations,
+        states,
         peak_tree,
     }
+}
+
+/// A segment map as the page holds it: `segments --json` at one event, in columns (a
+/// benchmark-sized map has ten thousand blocks, and the page keeps a dozen maps).
+#[derive(Clone, Debug, Serialize)]
+pub struct StateMap {
+    /// The event it follows.
+    pub event_index: u32,
+    /// `segments --json`'s totals there.
+    pub totals: SegmentTotals,
+    /// Per segment: its address and size.
+    pub segments: Vec<[u64; 2]>,
+    /// Per segment: its active blocks, three numbers each (offset in the segment, size,
+    /// 1 when freed but waiting for other streams).
+    pub blocks: Vec<Vec<u64>>,
+}
+
+impl StateMap {
+    fn of(event_index: u32, s: &DeviceSegments) -> StateMap {
+        StateMap {
+            event_index,
+            totals: s.totals.clone(),
+            segments: s
+                .segments
+                .iter()
+                .map(|g| [g.address, g.total_size])
+                .collect(),
+            blocks: s
+                .segments
+                .iter()
+                .map(|g| {
+                    g.blocks
+                        .iter()
+                        .filter(|b| b.active)
+                        .flat_map(|b| {
+                            [
+                                b.address.saturating_sub(g.address),
+                                b.size,
+                                u64::from(b.pending_free),
+                            ]
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The events whose segment map the page holds: `opts.state_points` evenly spaced over
+/// `n` events (the last among them), the peak's and the first OOM's.
+fn state_events(n: usize, peak: Option<u32>, oom: Option<&u32>, opts: &ReportOptions) -> Vec<u32> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = opts.state_points.max(1);
+    let mut v: Vec<u32> = (1..=k).map(|i| ((n * i).div_ceil(k) - 1) as u32).collect();
+    v.extend(peak);
+    v.extend(oom.copied());
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 #[cfg(test)]

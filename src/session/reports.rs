@@ -121,7 +121,7 @@ pub mod schema {
     /// `session::ranks::RanksReport`.
     pub const RANKS: &str = "leakscope.ranks/3";
     /// `session::report::ReportData`.
-    pub const REPORT: &str = "leakscope.report/5";
+    pub const REPORT: &str = "leakscope.report/6";
     /// `analysis::summary::Summary` (its shape did not change with devices).
     pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
 }

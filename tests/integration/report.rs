@@ -73,7 +73,7 @@ fn report_pages_are_offline_small_and_match_the_truth() {
             "{name}: the page forbids loads"
         );
         let data = embedded_data(&html);
-        assert_eq!(data["schema"], "leakscope.report/5");
+        assert_eq!(data["schema"], "leakscope.report/6");
         for (device, truth) in device_truths(&truth) {
             let d = device_of(&data, device, &name);
             check_device_page(&name, &html, d, &truth);
@@ -264,6 +264,16 @@ fn browser_or_skip(test: &str) -> Option<PathBuf> {
 /// Headless Chromium with the flags a closed network needs, a fresh profile, console
 /// messages logged to stderr. Returns (stdout, stderr).
 fn run_chromium(browser: &Path, page: &Path, extra: &[String]) -> (String, String) {
+    run_chromium_at(browser, page, "", extra)
+}
+
+/// [`run_chromium`] on the page's URL with `fragment` (`#...`) appended.
+fn run_chromium_at(
+    browser: &Path,
+    page: &Path,
+    fragment: &str,
+    extra: &[String],
+) -> (String, String) {
     let profile = tempfile::tempdir().expect("a profile folder");
     let out = Command::new(browser)
         .args([
@@ -282,7 +292,7 @@ fn run_chromium(browser: &Path, page: &Path, extra: &[String]) -> (String, Strin
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .expect("chromium starts");
     assert!(
@@ -597,4 +607,68 @@ fn a_frame_named_like_a_comment_and_a_script_leaves_the_charts_drawn() {
         .unwrap_or(0);
     assert!(charts >= 3, "{charts} charts drawn");
     assert!(dom.contains("class=\"uplot"), "no uPlot chart in the DOM");
+}
+
+/// The allocation timeline in Chromium: with `#ls-selftest` the page hovers and clicks its
+/// largest band through DOM events, checks the tooltip names its site and the pinned stack
+/// its frames, filters the bands by that frame and opens the segment map, and says "ok" per
+/// device; the page is drawn in under 5 s and carries `leakscope.timeline/1`.
+#[test]
+fn allocation_timeline_hover_click_search_and_state_in_chromium() {
+    let Some(browser) =
+        browser_or_skip("allocation_timeline_hover_click_search_and_state_in_chromium")
+    else {
+        return;
+    };
+    let shots = out_dir("report-screens");
+    for name in [
+        "plain_loop_kept_logits",
+        "two_devices_recv_leak",
+        "fragmentation_oom",
+    ] {
+        let (page, html) = write_report(name);
+        assert!(
+            html.contains("leakscope.timeline/1"),
+            "{name}: schema in the page"
+        );
+        let data = embedded_data(&html);
+        let (dom, log) =
+            run_chromium_at(&browser, &page, "#ls-selftest", &["--dump-dom".to_string()]);
+        let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+        assert!(console.is_empty(), "{name}: {}", console.join("\n"));
+        assert_eq!(
+            attr_of(&dom, "ls-status", "data-errors"),
+            Some("0"),
+            "{name}"
+        );
+        let ready: f64 = attr_of(&dom, "ls-status", "data-ready-ms")
+            .and_then(|v| v.parse().ok())
+            .expect("ready time");
+        assert!(ready < 5000.0, "{name}: drawn after {ready} ms");
+        for d in data["devices"].as_array().unwrap() {
+            let n = d["device"].as_i64().unwrap();
+            let id = format!("allocations-{n}");
+            assert_eq!(
+                attr_of(&dom, &id, "data-selftest"),
+                Some("ok"),
+                "{name} device {n}"
+            );
+            let drawn: usize = attr_of(&dom, &id, "data-drawn").unwrap().parse().unwrap();
+            assert_eq!(
+                drawn,
+                d["allocations"]["allocations"].as_array().unwrap().len()
+            );
+            assert!(drawn <= leakscope::analysis::allocations::DEFAULT_MAX_ALLOCATIONS);
+        }
+        let shot = shots.join(format!("{name}-allocations.png"));
+        let _ = std::fs::remove_file(&shot);
+        run_chromium_at(
+            &browser,
+            &page,
+            "#ls-selftest",
+            &[format!("--screenshot={}", shot.display())],
+        );
+        let png = std::fs::read(&shot).expect("the screenshot was written");
+        assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
+    }
 }
