@@ -26,4 +26,5 @@ mod roles;
 mod scan_ahead;
 mod scenarios;
 mod sizes;
+mod slice;
 mod windows;
