@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::analysis::At;
+use crate::analysis::range::Bound;
 use std::sync::Arc;
 
 use crate::attribute::roles::RoleRules;
@@ -53,6 +54,22 @@ pub enum Command {
     Convert(ConvertCmd),
     /// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, pprof profiles
     Export(ExportCmd),
+    /// A range of the trace as a snapshot of its own (pickle) that memory_viz and PyTorch's tools read
+    ///
+    /// The range is (FROM, TO]: the events after FROM up to and including TO, resolved on the
+    /// reference device (--device N, else the device with the most events). The output holds
+    /// the allocator state after TO as `segments`, the range's events as `device_traces`, and
+    /// the `external_annotations` inside its time range. Without --device, every other device
+    /// keeps its events in the same time range (time_us after FROM's, up to TO's; start and
+    /// end are open) and its state after them; with --device N only device N is written.
+    ///
+    /// Points: start, end, peak, oom, event:N (after event N), time:US (after the last event
+    /// at or before US), and any of start/end/peak/oom/event:N moved by events: peak-1000,
+    /// event:500+20 (kept inside the trace). --around P --events N is --from P-N --to P+N.
+    ///
+    /// Example: leakscope slice run.pickle --around peak --events 1000 -o peak.pickle
+    #[command(verbatim_doc_comment)]
+    Slice(SliceCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -319,6 +336,36 @@ pub struct ExportCmd {
     #[arg(long, value_name = "FILE", value_parser = roles_file)]
     pub roles: Option<Arc<RoleRules>>,
     /// Print what was written as JSON (leakscope.export/1, leakscope.export.perfetto/1, leakscope.export.pprof/1; several outputs: an object with one member each)
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// A range of the trace as a snapshot of its own (pickle): `leakscope slice --help`
+#[derive(clap::Args)]
+pub struct SliceCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    /// Start after this point: start, end, peak, oom, event:N, time:US, or peak-1000 style
+    #[arg(long, default_value = "start", conflicts_with = "around")]
+    pub from: Bound,
+    /// End after this point (its event is the slice's last): as --from
+    #[arg(long, default_value = "end", conflicts_with = "around")]
+    pub to: Bound,
+    /// A range around this point: --events N before and after it
+    #[arg(long, requires = "events")]
+    pub around: Option<Bound>,
+    /// With --around: events before and after the point
+    #[arg(long, requires = "around")]
+    pub events: Option<u32>,
+    /// Reference device index, and the only device written (default: the device with the most events; every device written)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+    /// Output pickle (refused when it is the input)
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Print what was written as JSON (schema leakscope.slice/1)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::analysis::range::Bound;
 use crate::budget::{Baseline, Budget};
 use crate::files::Inputs;
 use crate::render::{self, Style};
@@ -259,6 +260,44 @@ impl ConvertCmd {
             output::file(&inputs, out, &crate::load::cache::encode(s.snapshot())?)?;
         }
         eprintln!("wrote {}", out.display());
+        Ok(())
+    }
+}
+
+impl SliceCmd {
+    /// The range asked for: --from/--to, or --around P --events N.
+    fn range(&self) -> session::SliceOptions {
+        let (from, to) = match (self.around, self.events) {
+            (Some(p), Some(n)) => {
+                let by = |sign: i64| Bound {
+                    at: p.at,
+                    offset: p.offset.saturating_add(sign * i64::from(n)),
+                };
+                (by(-1), by(1))
+            }
+            _ => (self.from, self.to),
+        };
+        session::SliceOptions::new(from, to, self.device)
+    }
+
+    pub fn run(&self) -> anyhow::Result<()> {
+        // Refused before the load, so a mistake costs no time.
+        let inputs = Inputs::of([&self.file]);
+        inputs.check_output(&self.output)?;
+        let s = output::open(&self.file, &self.load, false)?;
+        let slice = s.slice(&self.range())?;
+        let value = crate::convert::to_snapshot_value(&slice.snapshot);
+        let mut w = inputs.create(&self.output)?;
+        render::pickle::write(&value, &mut w)?;
+        let bytes = w.commit()?;
+        output::finish(s);
+        if self.json {
+            return output::stdout(&render::json::pretty(&slice.report)?);
+        }
+        eprintln!(
+            "{}",
+            render::slice::written(&self.output, &slice.report, bytes)
+        );
         Ok(())
     }
 }

@@ -40,6 +40,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(c) => c.run(),
         Command::Convert(c) => c.run(),
         Command::Export(c) => c.run(style),
+        Command::Slice(c) => c.run(),
         Command::Completions { shell } => {
             let mut c = Cli::command();
             clap_complete::generate(shell, &mut c, "leakscope", &mut std::io::stdout());

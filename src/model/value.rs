@@ -145,6 +145,24 @@ impl Value {
         }
     }
 
+    /// [`Value::to_json`], consuming the value (each part is freed once converted).
+    pub fn into_json(self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Value::Str(s) => J::String(s),
+            Value::BigInt(s) => J::String(s),
+            Value::List(v) | Value::Tuple(v) => {
+                J::Array(v.into_iter().map(Value::into_json).collect())
+            }
+            Value::Map(m) => J::Object(
+                m.into_iter()
+                    .map(|(k, v)| (k.key_string(), v.into_json()))
+                    .collect(),
+            ),
+            other => other.to_json(),
+        }
+    }
+
     /// The text a key becomes in JSON.
     pub fn key_string(&self) -> String {
         match self {

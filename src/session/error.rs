@@ -32,6 +32,14 @@ pub enum SessionError {
         /// Why, per device.
         reasons: Vec<PointError>,
     },
+    /// A `slice` range that does not fit the file.
+    #[error("{file}: {reason}")]
+    Slice {
+        /// The file.
+        file: String,
+        /// Why.
+        reason: crate::analysis::range::RangeError,
+    },
     /// `--within` matches no annotation on any selected device.
     #[error("{file}: --within {within}: no matching annotation on any device")]
     NoWithin {

@@ -26,6 +26,7 @@ mod ranks;
 mod report;
 mod reports;
 mod run;
+mod slice;
 
 use std::path::Path;
 
@@ -59,6 +60,7 @@ pub use reports::{
     Unresolved, WindowsReport, schema,
 };
 pub use run::DeviceRun;
+pub use slice::{Slice, SliceOptions, SliceReport, SlicedDevice};
 
 /// One loaded snapshot and the name it is reported under.
 pub struct Session {

@@ -122,6 +122,8 @@ pub mod schema {
     pub const RANKS: &str = "leakscope.ranks/3";
     /// `session::report::ReportData`.
     pub const REPORT: &str = "leakscope.report/6";
+    /// `session::slice::SliceReport`.
+    pub const SLICE: &str = "leakscope.slice/1";
     /// `analysis::summary::Summary` (its shape did not change with devices).
     pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
 }

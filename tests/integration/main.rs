@@ -26,5 +26,6 @@ mod roles;
 mod scan_ahead;
 mod scenarios;
 mod sizes;
+mod slice;
 mod timeline;
 mod windows;
