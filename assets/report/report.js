@@ -95,12 +95,18 @@
     return [0, max > 0 ? max * 1.05 : 1];
   }
 
+  // Byte ticks at binary steps (256 MiB, 512 MiB, 1 GiB), labelled in binary units.
+  var BINARY = [];
+  for (var p2 = 1; p2 <= Math.pow(2, 52); p2 *= 2) BINARY.push(p2);
   function bytesAxis() {
     return {
       size: 80,
+      incrs: BINARY,
       values: function (u, splits) { return splits.map(fmtBytes); }
     };
   }
+  // Line styles that keep two equal series apart (one would hide the other).
+  var DASHES = [[], [8, 4], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2]];
   // Events and windows are whole numbers: zoomed in, uPlot would also split at halves,
   // which rounded would label two ticks alike.
   var WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5,
@@ -186,7 +192,7 @@
       order.forEach(function (k) {
         var color = k === cum.length - 1 ? OTHER : PALETTE[k % PALETTE.length];
         series.push({
-          label: names[k].length > 60 ? "…" + names[k].slice(-59) : names[k],
+          label: names[k],
           stroke: color, width: 1, fill: color,
           value: function (u, v, si, i) { return i == null ? "" : fmtBytes(raw[k][i]); }
         });
@@ -217,8 +223,9 @@
                       value: function (u, v) { return v == null ? "" : fmtCount(v); } }];
       g.lines.forEach(function (line, i) {
         series.push({
-          label: line.kind + ": " + (line.site.label.length > 50 ? "…" + line.site.label.slice(-49) : line.site.label),
-          stroke: PALETTE[i % PALETTE.length], width: 1.5, points: { show: g.windows.length <= 400 },
+          label: line.kind + ": " + line.site.label,
+          stroke: PALETTE[i % PALETTE.length], width: 1.5 + (i % 2), dash: DASHES[i % DASHES.length],
+          points: { show: g.windows.length <= 400 },
           value: function (u, v) { return fmtBytes(v); }
         });
       });

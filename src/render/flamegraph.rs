@@ -242,23 +242,31 @@ pub fn written(path: &std::path::Path, r: &TreeReport, lines: &[(String, u64)]) 
 
 /// The HTML report's flame graphs: each device's call tree at its peak, fixed-width (see
 /// [`svg_sized`]); `None` where nothing was live.
-pub fn report_page_svgs(data: &ReportData) -> io::Result<Vec<Option<String>>> {
+pub fn report_page_svgs(data: &ReportData) -> io::Result<Vec<[Option<String>; 2]>> {
     use rayon::prelude::*;
     // Devices are drawn side by side: inferno takes tens of milliseconds per large graph.
     data.devices
         .par_iter()
         .map(|d| {
-            let lines = folded(&d.peak_tree.tree);
-            if lines.is_empty() {
-                return Ok(None);
-            }
-            let title = format!(
-                "device {}: live memory at {}",
-                d.device,
-                super::tree::point_text(&d.peak_tree.at)
-            );
-            let svg = svg_sized(&lines, &title, None, Some(1200))?;
-            Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
+            let draw = |t: &crate::analysis::tree::DeviceTree,
+                        which: &str|
+             -> io::Result<Option<String>> {
+                let lines = folded(&t.tree);
+                if lines.is_empty() {
+                    return Ok(None);
+                }
+                let title = format!(
+                    "device {}: live memory at {} ({which})",
+                    d.device,
+                    super::tree::point_text(&t.at)
+                );
+                let svg = svg_sized(&lines, &title, None, Some(1200))?;
+                Ok(Some(String::from_utf8_lossy(&svg).into_owned()))
+            };
+            Ok([
+                draw(&d.peak_tree_python, "Python frames")?,
+                draw(&d.peak_tree, "every frame")?,
+            ])
         })
         .collect()
 }

@@ -111,9 +111,9 @@ fn num(n: u64) -> String {
     format!("{} <span class=\"exact\">({} B)</span>", bytes(n), count(n))
 }
 
-/// The whole page. `flamegraphs[i]` is the SVG drawn from device `i`'s call tree at its
+/// The whole page. `flamegraphs[i]` holds the SVGs drawn from device `i`'s call tree at its
 /// peak (`None` when nothing was live to draw); `data_json` is `data` serialized.
-pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[Option<String>]) -> String {
+pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[[Option<String>; 2]]) -> String {
     let mut h = String::with_capacity(256 << 10);
     let name = std::path::Path::new(&data.file)
         .file_name()
@@ -158,12 +158,7 @@ pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[Option<String>]) 
         );
     }
     for (i, d) in data.devices.iter().enumerate() {
-        device_section(
-            &mut h,
-            data,
-            d,
-            flamegraphs.get(i).and_then(Option::as_deref),
-        );
+        device_section(&mut h, data, d, flamegraphs.get(i));
     }
     if data.devices.is_empty() {
         h.push_str("<p id=\"nothing-recorded\">Nothing recorded: the file has no segments and no trace events.</p>\n");
@@ -228,7 +223,12 @@ fn nav(data: &ReportData) -> String {
     format!("<nav class=\"devices\">{}</nav>", links.join(" · "))
 }
 
-fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Option<&str>) {
+fn device_section(
+    h: &mut String,
+    data: &ReportData,
+    d: &DeviceReport,
+    svgs: Option<&[Option<String>; 2]>,
+) {
     let n = d.device;
     let _ = writeln!(
         h,
@@ -238,8 +238,7 @@ fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Opti
     let _ = writeln!(
         h,
         "<section class=\"timeline-section\"><h2>Memory over the trace</h2>\
-         <p class=\"hint\">Drag across a chart to zoom (both charts follow); double-click to zoom out. \
-         Dashed lines: window starts; red: the peak; black: OOM.</p>\
+         {hint}\
          <div id=\"timeline-{n}\" class=\"chart\"></div>\
          <p class=\"readout\">Peak of the timeline: <span id=\"timeline-peak-{n}\" data-bytes=\"\">(drawing…)</span></p>\
          <h3 id=\"allocations-title-{n}\">Every allocation over the trace ({schema})</h3>\
@@ -249,7 +248,13 @@ fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Opti
          <div id=\"allocations-{n}\" class=\"allocations\" data-schema=\"{schema}\"></div>\
          <h3>Memory by role over time (stacked)</h3><div id=\"roles-{n}\" class=\"chart\"></div>\
          <h3>Largest sites over time (stacked)</h3><div id=\"sites-{n}\" class=\"chart\"></div></section>",
-        schema = crate::analysis::allocations::SCHEMA
+        schema = crate::analysis::allocations::SCHEMA,
+        hint = if d.timeline.total_events == 0 {
+            "<p class=\"hint\">No trace recorded: the file holds the state at the dump only.</p>"
+        } else {
+            "<p class=\"hint\">Drag across a chart to zoom (the charts of this device follow); \
+             double-click to zoom out. Dashed lines: window starts; red: the peak; black: OOM.</p>"
+        }
     );
     leaks_section(h, d);
     h.push_str("<section class=\"top-section\"><h2>What holds memory</h2>");
@@ -260,22 +265,43 @@ fn device_section(h: &mut String, data: &ReportData, d: &DeviceReport, svg: Opti
         oom_section(h, o);
     }
     h.push_str("<section class=\"flamegraph-section\"><h2>Flamegraph at the peak</h2>");
-    match svg {
-        Some(svg) => {
-            // A data: URL keeps the SVG its own XML document (its script expects that);
-            // `srcdoc` would parse it as HTML and its fluid layout collapses there.
-            // Sized to the drawing, which the frame would otherwise scale down to fit.
-            let _ = write!(
-                h,
-                "<iframe id=\"flamegraph-{n}\" class=\"flamegraph\" title=\"flamegraph, device {n}\" sandbox=\"allow-scripts\" \
-                 style=\"height:{}px\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
-                svg_height(svg).map_or(720, |px| px + 24),
-                base64(svg.as_bytes())
-            );
+    let [python, full] = match svgs {
+        Some([p, f]) => [p.as_deref(), f.as_deref()],
+        None => [None, None],
+    };
+    match python.or(full) {
+        Some(first) => {
+            if let (Some(_), Some(_)) = (python, full) {
+                let _ = write!(
+                    h,
+                    "<p class=\"hint\"><label><input type=\"checkbox\" id=\"flamegraph-all-{n}\" \
+                     onchange=\"var a=document.getElementById('flamegraph-{n}'),b=document.getElementById('flamegraph-full-{n}');\
+                     a.style.display=this.checked?'none':'';b.style.display=this.checked?'':'none';\"> \
+                     every frame (C++ and interpreter too); Python frames only otherwise</label></p>"
+                );
+            }
+            flame_frame(h, &format!("flamegraph-{n}"), first, true);
+            if let (Some(_), Some(f)) = (python, full) {
+                flame_frame(h, &format!("flamegraph-full-{n}"), f, false);
+            }
         }
         None => h.push_str("<p>No live allocations at the peak to draw.</p>"),
     }
     h.push_str("</section>\n</section>\n");
+}
+
+/// One flame graph in its frame: a data: URL keeps the SVG its own XML document (its
+/// script expects that; `srcdoc` would parse it as HTML and its fluid layout collapses
+/// there), sized to the drawing, which the frame would otherwise scale down to fit.
+fn flame_frame(h: &mut String, id: &str, svg: &str, shown: bool) {
+    let _ = write!(
+        h,
+        "<iframe id=\"{id}\" class=\"flamegraph\" title=\"flamegraph\" sandbox=\"allow-scripts\" \
+         style=\"height:{}px{}\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
+        svg_height(svg).map_or(720, |px| px + 24),
+        if shown { "" } else { ";display:none" },
+        base64(svg.as_bytes())
+    );
 }
 
 fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
@@ -305,6 +331,16 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
                 .map_or("(before the trace)".into(), |i| count(i as u64))
         ),
         Some(d.peak.requested_bytes),
+    );
+    card(
+        "card-peak-reserved",
+        "Peak reserved bytes",
+        format!(
+            "{}<div class=\"sub\">{} at the peak of live bytes</div>",
+            num(d.peak_reserved_bytes),
+            bytes(d.reserved_at_peak_bytes)
+        ),
+        Some(d.peak_reserved_bytes),
     );
     if let Some(t) = totals {
         card(
@@ -371,7 +407,14 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
     if let Some(t) = &d.roles_oom {
         roles_card("card-roles-oom", "At the OOM, by role", t);
     }
-    if d.leaks.trace.wrapped {
+    if d.timeline.total_events == 0 {
+        card(
+            "card-no-trace",
+            "Trace",
+            "none recorded<div class=\"sub\">the state at the dump only</div>".into(),
+            None,
+        );
+    } else if d.leaks.trace.wrapped {
         card(
             "card-wrapped",
             "Trace",

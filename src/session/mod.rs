@@ -371,11 +371,15 @@ impl Session {
         let sel = self.select(opts.devices)?;
         let mut runs = self.runs_of(&sel.devices, opts);
         self.cut_windows(&mut runs, opts)?;
+        // The flame graph shows Python frames first; the full stacks are a click away.
+        let mut python = opts.filters.clone();
+        python.python_only = true;
+        let python = Classification::new(&self.snap, &python);
         // The summary is independent of the runs: made meanwhile.
         let (devices, summary) = rayon::join(
             || {
                 runs.par_iter_mut()
-                    .map(|r| report::device_report(r, ropts))
+                    .map(|r| report::device_report(r, ropts, &python))
                     .collect()
             },
             || self.summary(),

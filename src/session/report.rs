@@ -17,7 +17,7 @@ use crate::analysis::summary::Summary;
 use crate::analysis::timeline::{SiteSeries, Timeline, site_series, timeline};
 use crate::analysis::top::{self, DeviceTop};
 use crate::analysis::tree::{self, DeviceTree};
-use crate::attribute::Site;
+use crate::attribute::{Attributor, Classification, GroupBy, Site};
 use crate::replay::AllocatorState;
 use crate::windows::Windows;
 
@@ -227,6 +227,9 @@ pub struct DeviceReport {
     /// The call tree at the peak, for the flamegraph (not in the JSON: `tree --json` has it).
     #[serde(skip)]
     pub peak_tree: DeviceTree,
+    /// The same with Python frames only (the flame graph's first view).
+    #[serde(skip)]
+    pub peak_tree_python: DeviceTree,
 }
 
 fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
@@ -247,7 +250,11 @@ fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
 }
 
 /// The report of one device.
-pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceReport {
+pub(crate) fn device_report(
+    r: &mut DeviceRun,
+    opts: &ReportOptions,
+    python: &Classification,
+) -> DeviceReport {
     let mut leaks = r.find_leaks();
     let marks = window_marks(r.windows(), opts);
     let growth = growth_chart(&leaks, opts);
@@ -267,6 +274,8 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
     let top_peak = top::top(replay, peak.clone(), &mut r.attr, opts.top_rows);
     let top_end = top::top(replay, end, &mut r.attr, opts.top_rows);
     let peak_tree = tree::tree(replay, peak.clone(), &mut r.attr);
+    let mut python_attr = Attributor::with(r.snapshot(), GroupBy::Site, python);
+    let peak_tree_python = tree::tree(replay, peak.clone(), &mut python_attr);
     let sites = site_series(replay, &mut r.attr, opts.top_sites, opts.site_samples);
     let mut by_role = r.attr.by_role();
     let every_role = by_role.roles().map_or(0, |m| m.rules().names().len());
@@ -315,6 +324,7 @@ pub(crate) fn device_report(r: &mut DeviceRun, opts: &ReportOptions) -> DeviceRe
         allocations,
         states,
         peak_tree,
+        peak_tree_python,
     }
 }
 

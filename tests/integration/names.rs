@@ -176,10 +176,10 @@ fn the_reports_inline_data_holds_no_markup() {
     let text = v.to_string();
     assert!(text.contains(MARKUP_NAME));
     assert!(text.contains(&serde_json::to_string(CONTROL_NAME).unwrap()));
-    // The page has as many script elements as it opens: four (the error trap, the data,
-    // uPlot, the page's script), each ended.
-    assert_eq!(html.matches("<script").count(), 4, "script elements");
-    assert_eq!(html.matches("</script>").count(), 4, "script ends");
+    // The page has as many script elements as it opens: five (the error trap, the data,
+    // uPlot, the allocation timeline, the page's script), each ended.
+    assert_eq!(html.matches("<script").count(), 5, "script elements");
+    assert_eq!(html.matches("</script>").count(), 5, "script ends");
     // Outside the data the names are text, their controls visible escapes.
     assert!(html.contains(CONTROL_SHOWN));
     assert_eq!(
