@@ -41,7 +41,7 @@ pub fn device_text(d: &DeviceAllocations, style: Style) -> String {
         count(d.summarized.allocations as u64),
     );
     let mut largest: Vec<&Band> = d.allocations.iter().collect();
-    largest.sort_by(|a, b| weight(b, d.events).cmp(&weight(a, d.events)));
+    largest.sort_by_key(|b| std::cmp::Reverse(weight(b, d.events)));
     if largest.is_empty() {
         return o;
     }
