@@ -203,21 +203,33 @@ impl Stacks<'_, '_> {
     }
 }
 
-/// Every allocation of `replay` (device `device`, trace `trace`), the `max_allocations`
-/// largest by bytes x lifetime (in events) drawn one by one.
-///
-/// ```
-/// use leakscope::analysis::allocations::Summarized;
-/// let s = Summarized { allocations: 2, before_first_event: 5, events: vec![3, 7], bytes: vec![9, 4] };
-/// assert_eq!((s.after(None), s.after(Some(2)), s.after(Some(3)), s.after(Some(9))), (5, 5, 9, 4));
-/// ```
-pub fn allocations(
-    device: i64,
-    trace: &crate::model::Trace,
-    replay: &Replay,
-    attr: &mut Attributor,
-    max_allocations: usize,
-) -> DeviceAllocations {
+/// Which allocations a timeline draws one by one and the sum of the rest: what
+/// [`describe`] needs to name them.
+#[derive(Clone, Debug)]
+pub struct Choice {
+    /// Lifetime indices drawn one by one, in stacking order.
+    pub drawn: Vec<u32>,
+    /// The rest, summed.
+    pub summarized: Summarized,
+    /// Allocations holding memory inside the trace, drawn and summed.
+    pub total: usize,
+    /// The most drawn one by one.
+    pub max_allocations: usize,
+}
+
+impl Choice {
+    /// Whether lifetime `i` is drawn one by one (`drawn` is small: a sorted copy is
+    /// searched).
+    pub fn is_drawn(&self) -> impl Fn(usize) -> bool + use<> {
+        let mut sorted = self.drawn.clone();
+        sorted.sort_unstable();
+        move |i| sorted.binary_search(&(i as u32)).is_ok()
+    }
+}
+
+/// Chooses the `max_allocations` allocations of `replay` largest by bytes x lifetime (in
+/// events) to draw one by one, and sums the rest after every event.
+pub fn choose(replay: &Replay, max_allocations: usize) -> Choice {
     let n = replay.len() as u32;
     // Every lifetime that holds memory inside the trace, with its weight.
     let mut alive: Vec<(u128, u32)> = replay
@@ -237,8 +249,9 @@ pub fn allocations(
         alive.select_nth_unstable_by(drawn_count, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     }
     let (drawn, rest) = alive.split_at_mut(drawn_count);
-    // The summarized series: per event the change, then the running sum.
-    let mut delta = vec![0i128; n as usize];
+    // An event births and frees at most a few allocations of at most `MAX_COUNTED` bytes
+    // each: an i64 per event (saturating, for crafted sizes) and the running sum in i128.
+    let mut delta = vec![0i64; n as usize];
     let mut before = 0u64;
     for &(_, i) in rest.iter() {
         let l = &replay.lifetimes[i as usize];
@@ -247,10 +260,10 @@ pub fn allocations(
         };
         match born {
             None => before += l.bytes,
-            Some(b) => delta[b as usize] += i128::from(l.bytes),
+            Some(b) => delta[b as usize] = delta[b as usize].saturating_add(l.bytes as i64),
         }
         if let Some(f) = freed {
-            delta[f as usize] -= i128::from(l.bytes);
+            delta[f as usize] = delta[f as usize].saturating_sub(l.bytes as i64);
         }
     }
     let mut summarized = Summarized {
@@ -261,17 +274,60 @@ pub fn allocations(
     let mut sum = i128::from(before);
     for (e, d) in delta.iter().enumerate() {
         if *d != 0 {
-            sum += d;
+            sum += i128::from(*d);
             summarized.events.push(e as u32);
             summarized.bytes.push(sum.max(0) as u64);
         }
     }
-    drop(delta);
     // The drawn ones, stacked as memory_viz stacks them.
-    drawn.sort_unstable_by_key(|&(_, i)| {
+    let mut drawn: Vec<u32> = drawn.iter().map(|&(_, i)| i).collect();
+    drawn.sort_unstable_by_key(|&i| {
         let l = &replay.lifetimes[i as usize];
         (l.first_alive().map_or(0, |b| u64::from(b) + 1), l.addr, i)
     });
+    Choice {
+        drawn,
+        summarized,
+        total,
+        max_allocations,
+    }
+}
+
+/// Every allocation of `replay` (device `device`, trace `trace`), the `max_allocations`
+/// largest by bytes x lifetime (in events) drawn one by one: [`choose`], then
+/// [`describe`].
+///
+/// ```
+/// use leakscope::analysis::allocations::Summarized;
+/// let s = Summarized { allocations: 2, before_first_event: 5, events: vec![3, 7], bytes: vec![9, 4] };
+/// assert_eq!((s.after(None), s.after(Some(2)), s.after(Some(3)), s.after(Some(9))), (5, 5, 9, 4));
+/// ```
+pub fn allocations(
+    device: i64,
+    trace: &crate::model::Trace,
+    replay: &Replay,
+    attr: &mut Attributor,
+    max_allocations: usize,
+) -> DeviceAllocations {
+    describe(device, trace, replay, attr, choose(replay, max_allocations))
+}
+
+/// Names the allocations `choice` draws: stacks, sites and roles (`attr`'s; roles of the
+/// drawn allocations are all it reads).
+pub fn describe(
+    device: i64,
+    trace: &crate::model::Trace,
+    replay: &Replay,
+    attr: &mut Attributor,
+    choice: Choice,
+) -> DeviceAllocations {
+    let n = replay.len() as u32;
+    let Choice {
+        drawn,
+        summarized,
+        total,
+        max_allocations,
+    } = choice;
     let has_time = trace.time_us.iter().any(|&t| t != 0);
     let time_of = |e: Option<u32>| {
         e.filter(|_| has_time)
@@ -285,7 +341,7 @@ pub fn allocations(
         frames: Vec::new(),
     };
     let mut bands = Vec::with_capacity(drawn.len());
-    for &(_, i) in drawn.iter() {
+    for &i in drawn.iter() {
         let l = &replay.lifetimes[i as usize];
         let (first, freed) = span(l, n).unwrap_or((None, None));
         let alloc_event = match l.origin {
@@ -308,7 +364,7 @@ pub fn allocations(
         });
     }
     let (stacks, frames) = (interned.stacks, interned.frames);
-    for (b, &(_, i)) in bands.iter_mut().zip(drawn.iter()) {
+    for (b, &i) in bands.iter_mut().zip(drawn.iter()) {
         let l = &replay.lifetimes[i as usize];
         b.role = attr.role_name(i as usize).to_string();
         b.site = attr

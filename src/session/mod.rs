@@ -166,6 +166,22 @@ impl Session {
         Ok(self.runs_of(&self.select(opts.devices)?.devices, opts))
     }
 
+    /// [`Session::runs_of`] without roles ([`DeviceRun::unclassified`]).
+    fn unclassified_runs(&self, devices: &[i64], opts: &Options) -> Vec<DeviceRun<'_>> {
+        let classes = Classification::new(&self.snap, &opts.filters);
+        let runs: Vec<DeviceRun> = self
+            .snap
+            .devices()
+            .into_iter()
+            .filter(|v| devices.contains(&v.device))
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|v| DeviceRun::unclassified(&self.snap, v, opts, &classes))
+            .collect();
+        self.note(&runs);
+        runs
+    }
+
     fn runs_of(&self, devices: &[i64], opts: &Options) -> Vec<DeviceRun<'_>> {
         let classes = Classification::new(&self.snap, &opts.filters);
         let views: Vec<_> = self
@@ -309,19 +325,25 @@ impl Session {
         opts: &Options,
         max_allocations: usize,
     ) -> Result<TimelineReport, SessionError> {
+        use crate::analysis::allocations::{choose, describe};
         let sel = self.select(opts.devices)?;
-        let mut runs = self.runs_of(&sel.devices, opts);
+        let mut runs = self.unclassified_runs(&sel.devices, opts);
+        // Roles are read for the drawn allocations alone: classified for those only.
         let devices = runs
             .par_iter_mut()
             .map(|r| {
-                let (device, trace) = (r.device(), r.view.trace);
-                crate::analysis::allocations::allocations(
-                    device,
-                    trace,
+                let choice = choose(&r.replay, max_allocations);
+                let (snap, view) = (self.snapshot(), &r.view);
+                let map = crate::attribute::roles::classify_some(
+                    snap,
+                    view.device,
+                    view.trace,
                     &r.replay,
-                    &mut r.attr,
-                    max_allocations,
-                )
+                    &opts.roles,
+                    choice.is_drawn(),
+                );
+                r.attr.set_roles(map);
+                describe(view.device, view.trace, &r.replay, &mut r.attr, choice)
             })
             .collect();
         Ok(self.per_device(schema::TIMELINE, devices, sel.idle))

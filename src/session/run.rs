@@ -30,22 +30,35 @@ pub struct DeviceRun<'s> {
 }
 
 impl<'s> DeviceRun<'s> {
-    /// Replays `view` and prepares its attribution.
+    /// Replays `view` and prepares its attribution, every allocation's role classified.
     pub fn new(
         snap: &'s Snapshot,
         view: DeviceView<'s>,
         opts: &Options,
         classes: &Classification,
     ) -> DeviceRun<'s> {
-        let replay = replay::replay(&view);
-        let mut attr = Attributor::with(snap, opts.by, classes);
-        attr.set_roles(roles::classify(
+        let mut run = DeviceRun::unclassified(snap, view, opts, classes);
+        let view = &run.view;
+        run.attr.set_roles(roles::classify(
             snap,
             view.device,
             view.trace,
-            &replay,
+            &run.replay,
             &opts.roles,
         ));
+        run
+    }
+
+    /// [`DeviceRun::new`] without roles: a view that shows a few allocations classifies
+    /// those alone (`attr.set_roles` with [`roles::classify_some`]).
+    pub fn unclassified(
+        snap: &'s Snapshot,
+        view: DeviceView<'s>,
+        opts: &Options,
+        classes: &Classification,
+    ) -> DeviceRun<'s> {
+        let replay = replay::replay(&view);
+        let attr = Attributor::with(snap, opts.by, classes);
         DeviceRun {
             replay,
             attr,

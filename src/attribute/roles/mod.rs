@@ -352,6 +352,20 @@ pub fn classify(
     replay: &Replay,
     rules: &Arc<RoleRules>,
 ) -> RoleMap {
+    classify_some(snap, device, trace, replay, rules, |_| true)
+}
+
+/// [`classify`] for the lifetimes `wanted` names (by index) only; the others are left
+/// `unknown` by the last rule. For a view that shows a few thousand of a replay's
+/// allocations (the timeline), the phases are still read from the whole trace.
+pub fn classify_some(
+    snap: &Snapshot,
+    device: i64,
+    trace: &Trace,
+    replay: &Replay,
+    rules: &Arc<RoleRules>,
+    wanted: impl Fn(usize) -> bool,
+) -> RoleMap {
     let mut marks = StackMarks::new(snap);
     let annotated = Annotated::of(
         &crate::model::annotation_event_ranges(snap, device),
@@ -391,7 +405,12 @@ pub fn classify(
     };
     let mut decided = Vec::with_capacity(replay.lifetimes.len());
     let mut freed_in_backward = Vec::with_capacity(replay.lifetimes.len());
-    for l in &replay.lifetimes {
+    for (i, l) in replay.lifetimes.iter().enumerate() {
+        if !wanted(i) {
+            decided.push((nuser + RULES.len() - 1) as u8);
+            freed_in_backward.push(false);
+            continue;
+        }
         let alloc = match l.origin {
             crate::replay::Origin::Traced(a) => Some(a),
             _ => None,
