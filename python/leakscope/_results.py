@@ -134,6 +134,13 @@ def _compare_rows(d: dict) -> List[Row]:
     return rows
 
 
+def _compare_at_rows(d: dict) -> List[Row]:
+    return [{"device_a": dev["device_a"], "device_b": dev["device_b"],
+             "site": _label(r.get("site")), "role": r.get("role"), "a_bytes": r["a_bytes"],
+             "b_bytes": r["b_bytes"], "difference": r["difference"]}
+            for dev in _devices(d) for r in dev.get("rows") or []]
+
+
 def _ranks_rows(d: dict) -> List[Row]:
     keys = ("rank", "step", "file", "device", "peak_requested_bytes", "end_allocated_bytes",
             "growth_bytes_per_window", "top_suspect_bytes_per_window", "windows", "verdicts",
@@ -164,9 +171,9 @@ def _report_rows(d: dict) -> List[Row]:
 
 _ROWS: Dict[str, Callable[[dict], List[Row]]] = {
     "summary": _summary_rows, "leaks": _leaks_rows, "top": _top_rows, "tree": _tree_rows,
-    "oom": _oom_rows, "segments": _segments_rows, "timeline": _timeline_rows, "windows": _windows_rows,
-    "compare": _compare_rows, "ranks": _ranks_rows, "check": _check_rows,
-    "report": _report_rows,
+    "oom": _oom_rows, "segments": _segments_rows, "timeline": _timeline_rows,
+    "windows": _windows_rows, "compare": _compare_rows, "compare_at": _compare_at_rows,
+    "ranks": _ranks_rows, "check": _check_rows, "report": _report_rows,
 }
 
 _BYTES = ("bytes", "_bytes", "bytes_per_window", "total_size", "value", "limit")

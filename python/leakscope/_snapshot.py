@@ -254,17 +254,21 @@ def _snapshot(s: Union[Snapshot, PathLike, bytes]) -> Snapshot:
 
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
             within: Optional[str] = None, by: str = "site", device: Device = None,
-            roles: Optional[PathLike] = None) -> Result:
+            roles: Optional[PathLike] = None, at: Optional[str] = None) -> Result:
     """Two runs side by side: growth per site and end state
-    (``leakscope compare A B --json``, schema ``leakscope.compare/3``).
+    (``leakscope compare A B --json``, schema ``leakscope.compare/3``); with ``at``
+    (``"peak"``, ``"end"``, ``"oom"``) what each holds at that point, site by site
+    (``--at``, schema ``leakscope.compare_at/1``: why the peak moved).
 
     Example::
 
         leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
+        leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas().head()
     """
     opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles)
     return Result._from_json(
-        "compare", _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts))
+        "compare_at" if at else "compare",
+        _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts, at))
 
 
 def ranks(directory: PathLike, windows: str = "auto") -> Result:

@@ -346,15 +346,24 @@ fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> 
 
 /// Two runs side by side (`leakscope compare A B`).
 #[pyfunction]
-#[pyo3(signature = (a, b, opts=None))]
+#[pyo3(signature = (a, b, opts=None, at_=None))]
 fn compare(
     py: Python<'_>,
     a: &NativeSession,
     b: &NativeSession,
     opts: Option<&Bound<'_, PyDict>>,
+    at_: Option<&str>,
 ) -> PyResult<String> {
     let o = options(opts)?;
     let (sa, sb) = (&a.inner, &b.inner);
+    if let Some(p) = at_ {
+        let p = at(p)?;
+        return py.detach(|| -> Result<String, PyErr> {
+            let ta = sa.top(&o, p, usize::MAX).map_err(session_error)?;
+            let tb = sb.top(&o, p, usize::MAX).map_err(session_error)?;
+            serde_json::to_string(&session::compare_at(&ta, &tb, p)).map_err(json_error)
+        });
+    }
     let r = py.detach(|| -> Result<String, PyErr> {
         let side_a = sa.compare_side(&o).map_err(session_error)?;
         let side_b = sb.compare_side(&o).map_err(session_error)?;

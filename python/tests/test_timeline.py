@@ -43,3 +43,19 @@ def test_timeline_adds_up_to_cpythons_requested_bytes():
     assert len(df) == 50
     assert set(df["device"]) == {0, 1}
     assert {"bytes", "first_event", "free_event", "role", "site"} <= set(df.columns)
+
+
+def test_compare_at_peak_adds_up_to_the_truths_difference():
+    """``compare(at="peak")``: the rows' differences add up to B's peak minus A's, both
+    from the generator's truth, and the kept logits lead."""
+    import json
+    scen = ROOT / "fixtures" / "scenarios"
+    ta = json.loads((scen / "plain_loop_control.truth.json").read_text())
+    tb = json.loads((scen / "plain_loop_kept_logits.truth.json").read_text())
+    r = leakscope.compare(scen / "plain_loop_control.pickle",
+                          scen / "plain_loop_kept_logits.pickle", at="peak")
+    assert r.to_dict()["schema"] == "leakscope.compare_at/1"
+    df = r.to_pandas()
+    assert int(df["difference"].sum()) == (tb["peak"]["live_requested_bytes"]
+                                          - ta["peak"]["live_requested_bytes"])
+    assert df.iloc[0]["site"] == tb["leaks"][0]["site"]

@@ -10,6 +10,7 @@ pub mod counters;
 pub mod leaks;
 pub mod oom;
 pub mod point;
+pub mod point_diff;
 pub mod range;
 pub mod ranks;
 pub mod roles;

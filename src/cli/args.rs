@@ -133,6 +133,9 @@ pub struct CompareCmd {
     pub b: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
+    /// Compare what each run holds at this point, site by site, instead of growth: peak, end, oom (JSON schema leakscope.compare_at/1)
+    #[arg(long)]
+    pub at: Option<At>,
     /// Print JSON (schema leakscope.compare/3)
     #[arg(long)]
     pub json: bool,

@@ -56,6 +56,17 @@ impl CompareCmd {
             output::warn_disagreements(&s);
             Ok(side)
         };
+        if let Some(at) = self.at {
+            let point = |path: &Path| -> anyhow::Result<session::TopReport> {
+                let s = output::open(path, &self.analysis.load, false)?;
+                let top = s.top(&opts, at, usize::MAX)?;
+                output::warn_disagreements(&s);
+                Ok(top)
+            };
+            let (a, b) = rayon::join(|| point(&self.a), || point(&self.b));
+            let report = session::compare_at(&a?, &b?, at);
+            return emit(self.json, &report, |r| render::compare_at::text(r, style));
+        }
         let (side_a, side_b) = rayon::join(|| side(&self.a), || side(&self.b));
         let report = session::compare(&side_a?, &side_b?);
         emit(self.json, &report, |r| {

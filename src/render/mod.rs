@@ -4,6 +4,7 @@
 
 pub mod allocations;
 pub mod check;
+pub mod compare_at;
 pub mod consistency;
 pub mod exported;
 pub mod flamegraph;

@@ -7,9 +7,12 @@ use serde::Serialize;
 use super::Session;
 use super::error::SessionError;
 use super::options::Options;
+use super::reports::TopReport;
 use super::reports::schema;
+use crate::analysis::At;
 use crate::analysis::compare::{self, DeviceCompare, SideInput, backward_bytes};
 use crate::analysis::leaks::DeviceLeaks;
+use crate::analysis::point_diff::{DevicePointDiff, point_diff};
 use crate::analysis::top::{self, DeviceTop};
 
 /// One device of one run, ready to compare.
@@ -83,32 +86,39 @@ impl Session {
     }
 }
 
-/// Pairs the devices of two runs and compares each pair.
-pub fn compare<'a>(a: &'a CompareSide, b: &'a CompareSide) -> CompareReport {
-    let dev = |s: &SideDevice| s.leaks.device;
-    let mut pairs: Vec<(&SideDevice, &SideDevice)> = Vec::new();
-    if let ([x], [y]) = (a.devices.as_slice(), b.devices.as_slice()) {
-        pairs.push((x, y));
+/// Pairs the devices of two runs: the one active device of each when both have one (rank
+/// files name their own GPU), else by index; with the devices left unpaired.
+fn pair<T>(a: &[T], b: &[T], dev: impl Fn(&T) -> i64) -> (Vec<(usize, usize)>, Vec<Unpaired>) {
+    let mut pairs = Vec::new();
+    if a.len() == 1 && b.len() == 1 {
+        pairs.push((0, 0));
     } else {
-        for x in &a.devices {
-            if let Some(y) = b.devices.iter().find(|y| dev(y) == dev(x)) {
-                pairs.push((x, y));
+        for (i, x) in a.iter().enumerate() {
+            if let Some(j) = b.iter().position(|y| dev(y) == dev(x)) {
+                pairs.push((i, j));
             }
         }
     }
-    let paired =
-        |run: &'static str, side: &CompareSide, pick: fn(&(&SideDevice, &SideDevice)) -> i64| {
-            side.devices
+    let mut unpaired = Vec::new();
+    for (run, side, first) in [("a", a, true), ("b", b, false)] {
+        for (k, d) in side.iter().enumerate() {
+            if !pairs
                 .iter()
-                .filter(|d| !pairs.iter().any(|p| pick(p) == dev(d)))
-                .map(|d| Unpaired {
+                .any(|p| if first { p.0 == k } else { p.1 == k })
+            {
+                unpaired.push(Unpaired {
                     run,
                     device: dev(d),
-                })
-                .collect::<Vec<_>>()
-        };
-    let mut unpaired = paired("a", a, |p| p.0.leaks.device);
-    unpaired.extend(paired("b", b, |p| p.1.leaks.device));
+                });
+            }
+        }
+    }
+    (pairs, unpaired)
+}
+
+/// Pairs the devices of two runs and compares each pair.
+pub fn compare<'a>(a: &'a CompareSide, b: &'a CompareSide) -> CompareReport {
+    let (pairs, unpaired) = pair(&a.devices, &b.devices, |s| s.leaks.device);
     let input = |file: &'a str, s: &'a SideDevice| SideInput {
         file,
         leaks: &s.leaks,
@@ -117,13 +127,49 @@ pub fn compare<'a>(a: &'a CompareSide, b: &'a CompareSide) -> CompareReport {
     };
     let devices = pairs
         .iter()
-        .map(|(x, y)| compare::compare(input(&a.file, x), input(&b.file, y)))
+        .map(|&(x, y)| {
+            compare::compare(input(&a.file, &a.devices[x]), input(&b.file, &b.devices[y]))
+        })
         .collect();
     CompareReport {
         schema: schema::COMPARE,
         a: a.file.clone(),
         b: b.file.clone(),
         devices,
+        unpaired,
+    }
+}
+
+/// `compare A B --at POINT` (`leakscope.compare_at/1`): the two runs at that point, site by
+/// site.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareAtReport {
+    /// Schema name.
+    pub schema: &'static str,
+    /// Run A's file.
+    pub a: String,
+    /// Run B's file.
+    pub b: String,
+    /// The point compared.
+    pub at: String,
+    /// Each device of A against its partner in B.
+    pub devices: Vec<DevicePointDiff>,
+    /// Devices with no partner, or where the point does not exist.
+    pub unpaired: Vec<Unpaired>,
+}
+
+/// Puts `a` and `b` (`top` at one point with no row limit, per device) side by side.
+pub fn compare_at(a: &TopReport, b: &TopReport, at: At) -> CompareAtReport {
+    let (pairs, unpaired) = pair(&a.devices, &b.devices, |t| t.device);
+    CompareAtReport {
+        schema: schema::COMPARE_AT,
+        a: a.file.clone(),
+        b: b.file.clone(),
+        at: at.to_string(),
+        devices: pairs
+            .iter()
+            .map(|&(x, y)| point_diff(&a.devices[x], &b.devices[y]))
+            .collect(),
         unpaired,
     }
 }

@@ -43,7 +43,7 @@ use crate::model::Snapshot;
 use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
-pub use compare::{CompareReport, CompareSide, Unpaired, compare};
+pub use compare::{CompareAtReport, CompareReport, CompareSide, Unpaired, compare, compare_at};
 pub use discover::{Found, Listing, Special, discover, walk};
 pub use error::SessionError;
 pub use export::{

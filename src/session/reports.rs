@@ -116,6 +116,8 @@ pub mod schema {
     pub const OOM: &str = "leakscope.oom/4";
     /// `session::compare::CompareReport`.
     pub const COMPARE: &str = "leakscope.compare/3";
+    /// `session::compare::CompareAtReport`.
+    pub const COMPARE_AT: &str = "leakscope.compare_at/1";
     /// `session::check::CheckReport`.
     pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.

@@ -717,3 +717,63 @@ fn compare_shows_a_change_of_kind_first() {
     let (_, text, _) = run_cli(&args);
     assert!(text.contains("-> leak"), "{text}");
 }
+
+/// `compare A B --at peak|end`: every site of either point in one row, the rows'
+/// differences adding up exactly to B's total minus A's, which are the generator's truth
+/// (its peak and end live bytes); the kept logits lead against the control.
+#[test]
+fn compare_at_a_point_adds_up_to_the_truths_difference() {
+    let pairs = [
+        ("plain_loop_control", "plain_loop_kept_logits"),
+        ("plain_loop_control", "plain_loop_no_free_stacks"),
+        ("plain_loop_control", "plain_loop_cpp_stacks"),
+        ("plain_loop_control", "plain_loop_weights_traced"),
+        ("pp_last_stage_forward_only", "pp_last_stage_recv_pinned"),
+    ];
+    for (a, b) in pairs {
+        let (ta, tb) = (
+            read_json(&fixture(&format!("scenarios/{a}.truth.json"))),
+            read_json(&fixture(&format!("scenarios/{b}.truth.json"))),
+        );
+        for at in ["peak", "end"] {
+            let v = compare_json(
+                &format!("scenarios/{a}.pickle"),
+                &format!("scenarios/{b}.pickle"),
+                &["--at", at],
+            );
+            assert_eq!(v["schema"], "leakscope.compare_at/1");
+            let d = &v["devices"][0];
+            let want_a = ta[at]["live_requested_bytes"].as_u64().expect("truth");
+            let want_b = tb[at]["live_requested_bytes"].as_u64().expect("truth");
+            assert_eq!(d["a_total"].as_u64(), Some(want_a), "{a} {at}");
+            assert_eq!(d["b_total"].as_u64(), Some(want_b), "{b} {at}");
+            let rows = d["rows"].as_array().unwrap();
+            let sum: i64 = rows.iter().map(|r| r["difference"].as_i64().unwrap()).sum();
+            assert_eq!(sum, want_b as i64 - want_a as i64, "{a} vs {b} at {at}");
+            assert_eq!(d["difference"].as_i64(), Some(sum));
+            let (sa, sb): (u64, u64) = (
+                rows.iter().map(|r| r["a_bytes"].as_u64().unwrap()).sum(),
+                rows.iter().map(|r| r["b_bytes"].as_u64().unwrap()).sum(),
+            );
+            assert_eq!((sa, sb), (want_a, want_b), "{a} vs {b} at {at}");
+            // Largest change first.
+            let mags: Vec<u64> = rows
+                .iter()
+                .map(|r| r["difference"].as_i64().unwrap().unsigned_abs())
+                .collect();
+            assert!(mags.windows(2).all(|w| w[0] >= w[1]), "{a} vs {b}");
+        }
+    }
+    let truth = read_json(&fixture("scenarios/plain_loop_kept_logits.truth.json"));
+    let v = compare_json(
+        "scenarios/plain_loop_control.pickle",
+        "scenarios/plain_loop_kept_logits.pickle",
+        &["--at", "peak"],
+    );
+    let first = &v["devices"][0]["rows"][0];
+    assert_eq!(
+        first["site"]["label"], truth["leaks"][0]["site"],
+        "{first:#}"
+    );
+    assert!(first["difference"].as_i64().unwrap() > 0);
+}
