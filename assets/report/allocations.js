@@ -8,18 +8,7 @@
 // and state view and writes the results into data attributes (the browser test reads them).
 (function () {
   "use strict";
-  var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  // Same rules as the terminal output: binary units, three significant digits.
-  function fmtBytes(n) {
-    if (n == null || isNaN(n)) return "";
-    var v = Math.abs(n);
-    if (v < 1024) return (n < 0 ? "-" : "") + Math.round(v) + " B";
-    var u = 0;
-    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
-    var s = v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
-    return (n < 0 ? "-" : "") + s + " " + UNITS[u];
-  }
-  function fmtCount(n) { return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  var fmtBytes = window.lsFormat.bytes, fmtCount = window.lsFormat.count;
   // Tick steps at powers of two (256 MiB, 512 MiB, 1 GiB), at most six on the axis.
   function binaryStep(max) {
     var step = 1;

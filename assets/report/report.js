@@ -7,21 +7,7 @@
   var status = document.getElementById("ls-status");
   var drawn = 0;
 
-  var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  // Same rules as the terminal output: binary units, three significant digits.
-  function fmtBytes(n) {
-    if (n == null || isNaN(n)) return "";
-    var neg = n < 0;
-    var v = Math.abs(n);
-    if (v < 1024) return (neg ? "-" : "") + Math.round(v) + " B";
-    var u = 0;
-    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
-    var s = v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
-    return (neg ? "-" : "") + s + " " + UNITS[u];
-  }
-  function fmtCount(n) {
-    return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-  }
+  var fmtBytes = window.lsFormat.bytes, fmtCount = window.lsFormat.count;
 
   var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];

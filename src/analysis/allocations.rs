@@ -127,30 +127,6 @@ pub struct DeviceAllocations {
     pub time: TimeIndex,
 }
 
-impl DeviceAllocations {
-    /// Drawn plus summarized bytes after event `i` (`None`: before the first event).
-    pub fn requested_after(&self, i: Option<u32>) -> u64 {
-        let drawn: u64 = self
-            .allocations
-            .iter()
-            .filter(|b| {
-                let born = match (b.first_event, i) {
-                    (None, _) => true,
-                    (Some(_), None) => false,
-                    (Some(f), Some(i)) => f <= i,
-                };
-                let freed = match (b.free_event, i) {
-                    (None, _) | (_, None) => false,
-                    (Some(f), Some(i)) => f <= i,
-                };
-                born && !freed
-            })
-            .map(|b| b.bytes)
-            .sum();
-        drawn + self.summarized.after(i)
-    }
-}
-
 /// The events a lifetime holds memory between, within a trace of `n` events: `None`
 /// when it is born after the last event.
 fn span(l: &Lifetime, n: u32) -> Option<(Option<u32>, Option<u32>)> {

@@ -120,10 +120,9 @@ pub fn emit_compact<T: serde::Serialize>(
     render: impl FnOnce(&T) -> String,
 ) -> anyhow::Result<()> {
     if json {
-        stdout(&(serde_json::to_string(report)? + "\n"))
-    } else {
-        stdout(&render(report))
+        return stdout(&(serde_json::to_string(report)? + "\n"));
     }
+    emit(false, report, render)
 }
 
 /// Writes `data` to `path` whole (see [`crate::files`]), refusing a path that names one

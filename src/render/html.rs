@@ -21,6 +21,7 @@ const UPLOT_JS: &str = include_str!("../../assets/vendor/uplot/uPlot.iife.min.js
 const UPLOT_CSS: &str = include_str!("../../assets/vendor/uplot/uPlot.min.css");
 const REPORT_JS: &str = include_str!("../../assets/report/report.js");
 const ALLOCATIONS_JS: &str = include_str!("../../assets/report/allocations.js");
+const FORMAT_JS: &str = include_str!("../../assets/report/format.js");
 const REPORT_CSS: &str = include_str!("../../assets/report/report.css");
 /// Records script errors, failed loads and `console.error` calls before anything else
 /// runs, so the page can say whether it rendered cleanly (the browser test reads it).
@@ -176,7 +177,7 @@ pub fn page(data: &ReportData, data_json: &str, flamegraphs: &[[Option<String>; 
     );
     let _ = write!(
         h,
-        "<script type=\"application/json\" id=\"ls-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{ALLOCATIONS_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
+        "<script type=\"application/json\" id=\"ls-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{FORMAT_JS}\n{ALLOCATIONS_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
         script_json(data_json)
     );
     h

@@ -39,7 +39,7 @@ use crate::analysis::summary::{self, Summary};
 use crate::analysis::{segments, top, tree};
 use crate::attribute::Classification;
 use crate::load::{LoadOptions, load_path};
-use crate::model::Snapshot;
+use crate::model::{DeviceView, Snapshot};
 use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
@@ -168,21 +168,20 @@ impl Session {
 
     /// [`Session::runs_of`] without roles ([`DeviceRun::unclassified`]).
     fn unclassified_runs(&self, devices: &[i64], opts: &Options) -> Vec<DeviceRun<'_>> {
-        let classes = Classification::new(&self.snap, &opts.filters);
-        let runs: Vec<DeviceRun> = self
-            .snap
-            .devices()
-            .into_iter()
-            .filter(|v| devices.contains(&v.device))
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|v| DeviceRun::unclassified(&self.snap, v, opts, &classes))
-            .collect();
-        self.note(&runs);
-        runs
+        self.runs_made(devices, opts, DeviceRun::unclassified)
     }
 
     fn runs_of(&self, devices: &[i64], opts: &Options) -> Vec<DeviceRun<'_>> {
+        self.runs_made(devices, opts, DeviceRun::new)
+    }
+
+    /// The runs of `devices`, each made by `make` (in parallel), in index order.
+    fn runs_made<'s>(
+        &'s self,
+        devices: &[i64],
+        opts: &Options,
+        make: fn(&'s Snapshot, DeviceView<'s>, &Options, &Classification) -> DeviceRun<'s>,
+    ) -> Vec<DeviceRun<'s>> {
         let classes = Classification::new(&self.snap, &opts.filters);
         let views: Vec<_> = self
             .snap
@@ -192,7 +191,7 @@ impl Session {
             .collect();
         let runs: Vec<DeviceRun> = views
             .into_par_iter()
-            .map(|v| DeviceRun::new(&self.snap, v, opts, &classes))
+            .map(|v| make(&self.snap, v, opts, &classes))
             .collect();
         self.note(&runs);
         runs
