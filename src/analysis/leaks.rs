@@ -155,6 +155,9 @@ pub struct Growth {
     /// Survivor bytes born in each window (0 where the site did not grow): the series
     /// `bytes_per_window` is the median of, over its nonzero entries.
     pub survivors_per_window: Vec<u64>,
+    /// The file that first showed the growth, for a series of snapshots (`None` for the
+    /// windows of a trace).
+    pub onset_name: Option<String>,
 }
 
 /// Sites whose survivors are born in the same windows and freed together.
@@ -204,6 +207,11 @@ pub struct WindowInfo {
 pub const CANDIDATES_SHOWN: usize = 12;
 
 impl WindowInfo {
+    /// Whether these are a series of snapshots' windows.
+    pub fn is_series(&self) -> bool {
+        self.source == crate::windows::SERIES_SOURCE
+    }
+
     /// The facts of `w`.
     pub fn of(w: &Windows) -> WindowInfo {
         WindowInfo {
@@ -245,6 +253,7 @@ fn unit_of(w: &Windows) -> String {
             w.detail.split(" via ").next().unwrap_or("")
         ),
         "every" => format!("{} events", w.detail),
+        crate::windows::SERIES_SOURCE => "snapshot".into(),
         _ => "whole trace".into(),
     }
 }
@@ -296,6 +305,9 @@ pub struct DeviceLeaks {
     /// Other devices of the report are judged per a different unit (`windows.unit`): rates
     /// side by side are not alike.
     pub units_differ: bool,
+    /// How to capture a trace that shows growth, when this one cannot (too few windows,
+    /// wrapped, no unit of work).
+    pub capture: Option<super::capture::CaptureAdvice>,
 }
 
 /// Marks the devices whose windows' unit differs from another judged device's.
@@ -762,6 +774,12 @@ fn growth(
             .map(|&f| crate::attribute::frame_label(snap, snap.frames.get(f)))
             .collect(),
         survivors_per_window: s.series.clone(),
+        // Only a series' names tell windows apart (annotation names repeat per step).
+        onset_name: windows
+            .names
+            .get(v.onset)
+            .filter(|n| windows.is_series() && !n.is_empty())
+            .cloned(),
     }
 }
 
@@ -819,6 +837,7 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
             end,
         }),
         units_differ: false,
+        capture: super::capture::advice(windows, facts(replay, windows).wrapped),
     }
 }
 
@@ -889,6 +908,7 @@ pub fn leaks(
         groups,
         no_verdicts: None,
         units_differ: false,
+        capture: super::capture::advice(windows, facts(replay, windows).wrapped),
     }
 }
 

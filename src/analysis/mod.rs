@@ -4,6 +4,7 @@
 //! belongs to `session`.
 
 pub mod allocations;
+pub mod capture;
 pub mod check;
 pub mod compare;
 pub mod counters;

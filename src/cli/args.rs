@@ -109,8 +109,12 @@ pub struct TopCmd {
 /// The call sites whose memory grows per window (micro-batch): leaks and retained memory
 #[derive(clap::Args)]
 pub struct LeaksCmd {
-    /// Snapshot file
-    pub file: PathBuf,
+    /// Snapshot file; or several, one per step in step order (a series: growth between consecutive files); or a run directory (its files of one rank, in step order)
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// With a run directory: the rank whose files form the series
+    #[arg(long)]
+    pub rank: Option<u64>,
     #[command(flatten)]
     pub analysis: Analysis,
     /// Windows at the start whose growth is warm-up
@@ -119,7 +123,7 @@ pub struct LeaksCmd {
     /// Leave out sites growing by fewer bytes per window
     #[arg(long, default_value_t = 0)]
     pub min_bytes: u64,
-    /// Print JSON (schema leakscope.leaks/6)
+    /// Print JSON (schema leakscope.leaks/7)
     #[arg(long)]
     pub json: bool,
 }
@@ -194,7 +198,7 @@ pub struct RanksCmd {
     /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
-    /// Print JSON (schema leakscope.ranks/3)
+    /// Print JSON (schema leakscope.ranks/4)
     #[arg(long)]
     pub json: bool,
 }

@@ -38,7 +38,7 @@ impl LeaksCmd {
         let mut opts = self.analysis.options();
         opts.leaks.warmup = self.warmup;
         opts.leaks.min_bytes = self.min_bytes;
-        let s = output::open(&self.file, &self.analysis.load, false)?;
+        let s = output::open_any(&self.files, self.rank, &self.analysis.load)?;
         let report = s.leaks(&opts)?;
         output::finish(s);
         emit(self.json, &report, |r| render::leaks::text(r, style))

@@ -65,6 +65,47 @@ pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session
     Ok(session)
 }
 
+/// Opens what a command was given: one file, or a series (several files in step order,
+/// or a run directory's files of one rank), with a progress bar over the files when
+/// standard error is a terminal.
+pub fn open_any(
+    paths: &[std::path::PathBuf],
+    rank: Option<u64>,
+    args: &LoadArgs,
+) -> anyhow::Result<Session> {
+    let files = match paths {
+        [one] if !one.is_dir() => return open(one, args, false),
+        [dir] => crate::session::series_files(dir, rank)?,
+        many => many.to_vec(),
+    };
+    let started = std::time::Instant::now();
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new(files.len() as u64);
+        pb.set_message("reading the series");
+        pb
+    });
+    let tick = |done: usize, _total: usize| {
+        if let Some(pb) = &bar {
+            pb.set_position(done as u64);
+        }
+    };
+    let mut opts = crate::session::SeriesOptions::default();
+    opts.max_decompressed_bytes = args.max_decompressed_bytes;
+    opts.progress = Some(&tick);
+    let session = Session::open_series(&files, opts);
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    if let Ok(mut s) = super::timings::LOAD_SECONDS.lock() {
+        *s += started.elapsed().as_secs_f64();
+    }
+    let session = session?;
+    for w in &session.snapshot().warnings {
+        eprintln!("leakscope: warning: {}", crate::render::terminal_text(w));
+    }
+    Ok(session)
+}
+
 /// Says once per device what did not add up in the devices the command replayed, then
 /// leaves the session to the operating system (see [`keep_until_exit`]).
 pub fn finish(session: Session) {

@@ -19,6 +19,7 @@ mod memo;
 mod pickle;
 mod prefault;
 mod scan_ahead;
+pub mod series;
 mod stacks;
 
 use std::fs::File;

@@ -9,7 +9,7 @@ use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
 use crate::analysis::top::TopRow;
 use crate::session::{CompareReport, LeaksReport};
 
-fn release(g: &Growth) -> String {
+fn release(g: &Growth, series: bool) -> String {
     match &g.released_at {
         Some(r) => format!(
             "freed from event {} in {} window(s){}",
@@ -19,6 +19,7 @@ fn release(g: &Growth) -> String {
                 .as_ref()
                 .map_or_else(String::new, |s| format!(" by {}", terminal_text(&s.label)))
         ),
+        None if g.kind == Kind::Leak && series => "still held in the last file".into(),
         None if g.kind == Kind::Leak => "never freed in the trace".into(),
         None => String::new(),
     }
@@ -102,14 +103,17 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
         let rhythm = g.period_windows.map_or_else(String::new, |p| {
             format!("; {} every {p} windows", bytes(g.bytes_per_occurrence))
         });
+        let since = match &g.onset_name {
+            Some(n) => format!("{} ({})", g.onset_window, terminal_text(n)),
+            None => g.onset_window.to_string(),
+        };
         let _ = writeln!(
             o,
-            "  {} ({}, since window {}; {}{rhythm}): {}",
+            "  {} ({}, since window {since}; {}{rhythm}): {}",
             terminal_text(&g.site.label),
             g.kind,
-            g.onset_window,
             g.role,
-            release(g)
+            release(g, r.windows.is_series())
         );
     }
     for gr in r.groups.iter().filter(|g| g.members.len() > 1) {
@@ -214,7 +218,10 @@ fn no_verdicts_text(r: &DeviceLeaks, nv: &NoVerdicts, by: &str, style: Style, o:
         style.bold("no per-window verdicts: the trace holds no repeated unit of work")
     );
     let _ = writeln!(o, "  {}", terminal_text(&r.windows.reason));
-    let _ = writeln!(o, "  {HOW_TO_GET_VERDICTS}");
+    if r.capture.is_none() {
+        let _ = writeln!(o, "  {HOW_TO_GET_VERDICTS}");
+    }
+    capture_text(r, o);
     o.push('\n');
     let point = |p: &crate::analysis::Point| super::tree::point_text(p);
     if nv.peak.event_index == nv.end.event_index {
@@ -266,7 +273,57 @@ pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
     if !r.not_suspects.is_empty() {
         others_text(r, by, style, &mut o);
     }
+    if r.capture.is_some() {
+        o.push('\n');
+        capture_text(r, &mut o);
+    }
     o
+}
+
+/// The Python that takes one state-only snapshot per step: what `leaks FILE...` reads.
+pub const STATE_SERIES_PYTHON: [&str; 2] = [
+    "torch.cuda.memory._record_memory_history(enabled=\"state\")  # once, before the loop",
+    "torch.cuda.memory._dump_snapshot(f\"step{step:04d}.pickle\")  # at the end of each step",
+];
+
+/// How to capture what shows growth, when this trace cannot.
+fn capture_text(r: &DeviceLeaks, o: &mut String) {
+    use crate::analysis::capture::Shortfall;
+    let Some(c) = &r.capture else {
+        return;
+    };
+    let why = match c.shortfall {
+        Shortfall::TooFewWindows => format!(
+            "{} window(s) are too few to judge growth (at least {})",
+            r.windows.count,
+            crate::analysis::capture::TOO_FEW_WINDOWS
+        ),
+        Shortfall::Wrapped => {
+            "the trace misses its start (the ring buffer wrapped or recording began late)".into()
+        }
+        Shortfall::NoUnit => "no repeated unit of work was found".into(),
+        Shortfall::NoTrace => {
+            "the file holds state only, no trace: one state shows no change".into()
+        }
+    };
+    let _ = writeln!(o, "  capture: {why}.");
+    if let (Some(e), Some(m)) = (c.events_per_window, c.max_entries) {
+        let _ = writeln!(
+            o,
+            "  at this trace's {} events per window, _record_memory_history(max_entries={m}) holds {} windows",
+            count(e),
+            c.windows_wanted
+        );
+    } else if c.shortfall != Shortfall::NoTrace {
+        let _ = writeln!(o, "  {HOW_TO_GET_VERDICTS}");
+    }
+    let _ = writeln!(
+        o,
+        "  or, cheap enough for production: one state-only snapshot per step, then `leakscope leaks step*.pickle`:"
+    );
+    for line in STATE_SERIES_PYTHON {
+        let _ = writeln!(o, "      {line}");
+    }
 }
 
 /// A comparison warning in words.

@@ -125,5 +125,60 @@ pub fn text(r: &RanksReport, style: Style) -> String {
             );
         }
     }
+    series_text(r, style, &mut o);
     o
+}
+
+/// Each rank's verdict across steps (its files read as a series).
+fn series_text(r: &RanksReport, style: Style, o: &mut String) {
+    if r.series.is_empty() {
+        return;
+    }
+    o.push('\n');
+    let _ = writeln!(
+        o,
+        "{}",
+        style.bold("growth across steps, per rank (its files read as a series)")
+    );
+    let mut t = Table::new(&[
+        ("rank", Align::Right),
+        ("device", Align::Right),
+        ("steps", Align::Right),
+        ("per step", Align::Right),
+        ("kind", Align::Left),
+        ("since step", Align::Left),
+        ("top growing site", Align::Left),
+    ]);
+    for x in &r.series {
+        let rank = x.rank.map_or_else(|| "-".into(), |v| v.to_string());
+        let device = x.device.map_or_else(|| "-".into(), |d| d.to_string());
+        let steps = count(x.steps.len() as u64);
+        if let Some(e) = &x.error {
+            t.row([
+                rank,
+                device,
+                steps,
+                "-".into(),
+                "error".into(),
+                String::new(),
+                e.clone(),
+            ]);
+            continue;
+        }
+        let (per, kind, site) = match (&x.top_site, x.top_kind) {
+            (Some(s), Some(k)) => (bytes(x.top_bytes_per_step), k.to_string(), s.label.clone()),
+            _ if !x.verdicts => ("-".into(), "no verdicts".into(), String::new()),
+            _ => ("0 B".into(), "no suspect".into(), String::new()),
+        };
+        t.row([
+            rank,
+            device,
+            steps,
+            per,
+            kind,
+            x.top_onset_step.clone().unwrap_or_default(),
+            site,
+        ]);
+    }
+    o.push_str(&t.render(style));
 }

@@ -70,6 +70,12 @@ pub enum SessionError {
         /// The directory.
         dir: PathBuf,
     },
+    /// Files that cannot be read as a series.
+    #[error("{reason}")]
+    Series {
+        /// Why.
+        reason: String,
+    },
     /// `ranks` given a path that is not a directory.
     #[error("{} is not a directory", dir.display())]
     NotADirectory {

@@ -26,6 +26,7 @@ mod ranks;
 mod report;
 mod reports;
 mod run;
+mod series;
 mod slice;
 
 use std::path::Path;
@@ -51,7 +52,10 @@ pub use export::{
     PprofOptions, PprofSummary, TableSummary, export_parquet, export_perfetto, export_pprof,
 };
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
-pub use ranks::{FileRanks, RanksReport, TOP_SUSPECTS, analyse_file, merge_ranks, ranks};
+pub use ranks::{
+    FileRanks, RankSeries, RanksReport, SERIES_MIN_STEPS, TOP_SUSPECTS, analyse_file, merge_ranks,
+    ranks,
+};
 pub use report::{
     DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
 };
@@ -60,12 +64,15 @@ pub use reports::{
     Unresolved, WindowsReport, schema,
 };
 pub use run::DeviceRun;
+pub use series::{MIN_SERIES_FILES, SeriesOptions, natural_order, series_files};
 pub use slice::{Slice, SliceOptions, SliceReport, SlicedDevice};
 
 /// One loaded snapshot and the name it is reported under.
 pub struct Session {
     snap: Snapshot,
     name: String,
+    /// Set when the snapshot is a series of files stitched together: its windows.
+    series: Option<crate::windows::SeriesWindows>,
     /// What did not add up on each device replayed so far (one entry per device).
     checked: std::sync::Mutex<Vec<Consistency>>,
 }
@@ -89,6 +96,7 @@ impl Session {
         Session {
             snap,
             name: name.into(),
+            series: None,
             checked: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -191,7 +199,13 @@ impl Session {
             .collect();
         let runs: Vec<DeviceRun> = views
             .into_par_iter()
-            .map(|v| make(&self.snap, v, opts, &classes))
+            .map(|v| {
+                let mut run = make(&self.snap, v, opts, &classes);
+                if let Some(s) = &self.series {
+                    run.set_windows(s.windows(run.device(), run.view.trace.len() as u32));
+                }
+                run
+            })
             .collect();
         self.note(&runs);
         runs

@@ -15,9 +15,10 @@ use super::reports::schema;
 use super::run::DeviceRun;
 use crate::analysis::leaks::DeviceLeaks;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
+use crate::attribute::Site;
 use crate::load::LoadOptions;
 
-/// `leakscope ranks` (`leakscope.ranks/3`).
+/// `leakscope ranks` (`leakscope.ranks/4`).
 #[derive(Clone, Debug, Serialize)]
 pub struct RanksReport {
     /// Schema name.
@@ -32,6 +33,38 @@ pub struct RanksReport {
     pub skipped_files: u64,
     /// FIFOs, sockets and devices in the directory: skipped, never opened.
     pub special_files: Vec<Special>,
+    /// Each rank's files across steps read as a series (ranks with at least
+    /// [`SERIES_MIN_STEPS`] steps): what grows from one step's end to the next.
+    pub series: Vec<RankSeries>,
+}
+
+/// Steps a rank needs for its series to be judged: three files give two windows.
+pub const SERIES_MIN_STEPS: usize = 3;
+
+/// One rank's (and device's) verdict across steps: its files as a series, the largest
+/// suspect of the leak finder on it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankSeries {
+    /// Rank (null when the names have none).
+    pub rank: Option<u64>,
+    /// Device (null when the series could not be read).
+    pub device: Option<i64>,
+    /// The steps, in order.
+    pub steps: Vec<String>,
+    /// Whether growth could be judged (at least two windows of change).
+    pub verdicts: bool,
+    /// Suspects (leaks and retained memory) across steps.
+    pub suspects: u64,
+    /// The largest suspect's site.
+    pub top_site: Option<Site>,
+    /// Its kind.
+    pub top_kind: Option<crate::analysis::Kind>,
+    /// Its bytes per step (per window of the series).
+    pub top_bytes_per_step: u64,
+    /// The step from which it grows (the file that first showed it).
+    pub top_onset_step: Option<String>,
+    /// Why the series could not be read, when it could not.
+    pub error: Option<String>,
 }
 
 /// A row of `f` with nothing found yet (no device, zeros).
@@ -161,6 +194,7 @@ pub fn merge_ranks(
         ranks: rows,
         skipped_files: skipped,
         special_files: Vec::new(),
+        series: Vec::new(),
     })
 }
 
@@ -183,5 +217,68 @@ pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
         .collect();
     let mut report = merge_ranks(dir, rows, listing.skipped)?;
     report.special_files = listing.special;
+    report.series = rank_series(&listing.found, opts);
     Ok(report)
+}
+
+/// Each rank with at least [`SERIES_MIN_STEPS`] steps, its files (OOM dumps left out) read
+/// as a series, one rank at a time (each series reads its files side by side).
+fn rank_series(found: &[Found], opts: &Options) -> Vec<RankSeries> {
+    let steps: Vec<&Found> = found.iter().filter(|f| f.step != "oom").collect();
+    let mut ranks: Vec<Option<u64>> = steps.iter().map(|f| f.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut out = Vec::new();
+    for rank in ranks {
+        let mine: Vec<&Found> = steps.iter().copied().filter(|f| f.rank == rank).collect();
+        if mine.len() < SERIES_MIN_STEPS {
+            continue;
+        }
+        let files: Vec<std::path::PathBuf> = mine.iter().map(|f| f.file.clone()).collect();
+        let blank = RankSeries {
+            rank,
+            device: None,
+            steps: mine.iter().map(|f| f.step.clone()).collect(),
+            verdicts: false,
+            suspects: 0,
+            top_site: None,
+            top_kind: None,
+            top_bytes_per_step: 0,
+            top_onset_step: None,
+            error: None,
+        };
+        let found = Session::open_series(&files, Default::default())
+            .and_then(|s| s.leaks(opts).map(|r| (s, r)));
+        let (session, report) = match found {
+            Ok(x) => x,
+            Err(e) => {
+                out.push(RankSeries {
+                    error: Some(e.to_string()),
+                    ..blank
+                });
+                continue;
+            }
+        };
+        // A file's step is the step of the file named in the window.
+        let step_of = |name: &str| {
+            mine.iter()
+                .find(|f| f.file.display().to_string() == name)
+                .map(|f| f.step.clone())
+        };
+        for d in &report.devices {
+            let top = d.suspects.first();
+            out.push(RankSeries {
+                device: Some(d.device),
+                verdicts: d.windows.verdicts,
+                suspects: d.suspects.len() as u64,
+                top_site: top.map(|g| g.site.clone()),
+                top_kind: top.map(|g| g.kind),
+                top_bytes_per_step: top.map_or(0, |g| g.bytes_per_window),
+                top_onset_step: top.and_then(|g| g.onset_name.as_deref().and_then(step_of)),
+                ..blank.clone()
+            });
+        }
+        drop(session);
+    }
+    out
 }

@@ -79,7 +79,7 @@ impl<T> PerDevice<T> {
     }
 }
 
-/// `leakscope leaks` (`leakscope.leaks/6`).
+/// `leakscope leaks` (`leakscope.leaks/7`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
 /// `leakscope windows` (`leakscope.windows/4`).
 pub type WindowsReport = PerDevice<Windows>;
@@ -101,7 +101,7 @@ pub type TimelineReport = PerDevice<crate::analysis::allocations::DeviceAllocati
 /// Schema names, in one place.
 pub mod schema {
     /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/6";
+    pub const LEAKS: &str = "leakscope.leaks/7";
     /// [`super::WindowsReport`].
     pub const WINDOWS: &str = "leakscope.windows/4";
     /// [`super::TopReport`].
@@ -121,7 +121,7 @@ pub mod schema {
     /// `session::check::CheckReport`.
     pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.
-    pub const RANKS: &str = "leakscope.ranks/3";
+    pub const RANKS: &str = "leakscope.ranks/4";
     /// `session::report::ReportData`.
     pub const REPORT: &str = "leakscope.report/6";
     /// `session::slice::SliceReport`.

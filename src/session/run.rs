@@ -71,6 +71,12 @@ impl<'s> DeviceRun<'s> {
         }
     }
 
+    /// Uses `windows` instead of cutting them per the options (a series of snapshots
+    /// brings its own: one per file).
+    pub fn set_windows(&mut self, windows: Windows) {
+        self.windows = Some(windows);
+    }
+
     /// The device index.
     pub fn device(&self) -> i64 {
         self.view.device

@@ -33,7 +33,7 @@ pub use quality::{
     Allocations, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE, MIN_SAME_WORK,
     MIN_SELF_FREED, MIN_WINDOWS, Quality,
 };
-pub use set::{Candidate, WindowCursor, Windows};
+pub use set::{Candidate, SERIES_SOURCE, WindowCursor, Windows};
 pub use sources::annotation_spans;
 pub use spec::{SpecError, WindowSpec, Within};
 
@@ -47,7 +47,7 @@ const PER_COUNT: usize = 3;
 const NEARLY_BEST: f64 = 0.9;
 /// Windows enough to judge growth on: twice the run a late leak needs, so such a run can
 /// be told from the first half of the trace.
-const EVIDENCE: usize = 6;
+pub const EVIDENCE: usize = 6;
 
 /// Cuts the trace of `replay`'s device into windows per `spec`.
 pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attributor) -> Windows {
@@ -115,6 +115,61 @@ fn build(
         verdicts: true,
         quality: Some(q),
         candidates: Vec::new(),
+    }
+}
+
+/// The windows of a series of snapshots (see [`crate::load::series`]): window `k` is
+/// what changed between file `k` and file `k + 1`, named after file `k + 1`. Each file
+/// was taken at the end of a unit of work by whoever took them, so they are units of work
+/// to judge growth across (verdicts) when there are at least two.
+pub fn of_series(device: i64, starts: Vec<u32>, events: u32, files: &[String]) -> Windows {
+    let n = starts.len();
+    Windows {
+        device,
+        source: SERIES_SOURCE.into(),
+        detail: format!("{} files", files.len()),
+        reason: if n >= 2 {
+            "one window per file after the first: what changed since the file before".into()
+        } else {
+            format!(
+                "{} files give {n} window of change: judging growth needs at least 3 files, one per step",
+                files.len()
+            )
+        },
+        spec: None,
+        guessed: false,
+        starts,
+        ends: Vec::new(),
+        events,
+        names: files.iter().skip(1).take(n).cloned().collect(),
+        verdicts: n >= 2,
+        quality: None,
+        candidates: Vec::new(),
+    }
+}
+
+/// The windows a series of snapshots brings, per device: one per file after the first.
+#[derive(Clone, Debug)]
+pub struct SeriesWindows {
+    files: Vec<String>,
+    starts: std::collections::BTreeMap<i64, Vec<u32>>,
+}
+
+impl SeriesWindows {
+    /// The files in order and, per device, where each window's events start (see
+    /// [`crate::load::series::Series::starts`]).
+    pub fn new(files: Vec<String>, starts: std::collections::BTreeMap<i64, Vec<u32>>) -> Self {
+        SeriesWindows { files, starts }
+    }
+
+    /// The windows of `device`, whose stitched trace holds `events` events.
+    pub fn windows(&self, device: i64, events: u32) -> Windows {
+        let starts = self
+            .starts
+            .get(&device)
+            .cloned()
+            .unwrap_or_else(|| vec![0; self.files.len().saturating_sub(1)]);
+        of_series(device, starts, events, &self.files)
     }
 }
 

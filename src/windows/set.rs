@@ -57,7 +57,15 @@ pub struct Windows {
     pub candidates: Vec<Candidate>,
 }
 
+/// The `source` of a series of snapshots' windows (one per file after the first).
+pub const SERIES_SOURCE: &str = "snapshots";
+
 impl Windows {
+    /// Whether these are a series of snapshots' windows (not cut from a trace).
+    pub fn is_series(&self) -> bool {
+        self.source == SERIES_SOURCE
+    }
+
     /// Number of windows.
     pub fn len(&self) -> usize {
         self.starts.len()

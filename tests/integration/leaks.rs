@@ -264,7 +264,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/6");
+    assert_eq!(v["schema"], "leakscope.leaks/7");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"

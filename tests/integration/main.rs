@@ -25,6 +25,7 @@ mod robustness;
 mod roles;
 mod scan_ahead;
 mod scenarios;
+mod series;
 mod sizes;
 mod slice;
 mod timeline;

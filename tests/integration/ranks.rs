@@ -14,7 +14,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
     let dir = fixture("scenarios/verl_ranks");
     let truth = read_json(&dir.join("truth.json"));
     let v = ranks_json(&dir);
-    assert_eq!(v["schema"], "leakscope.ranks/3");
+    assert_eq!(v["schema"], "leakscope.ranks/4");
     let rows = v["ranks"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     assert_eq!(v["skipped_files"], 1, "truth.json is not a snapshot");
