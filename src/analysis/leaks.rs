@@ -767,12 +767,7 @@ fn growth(
             .take(3)
             .map(|&i| format!("0x{:x}", replay.lifetimes[i].addr))
             .collect(),
-        stack: snap
-            .stacks
-            .get(first_life.stack)
-            .iter()
-            .map(|&f| crate::attribute::frame_label(snap, snap.frames.get(f)))
-            .collect(),
+        stack: crate::attribute::stack_labels(snap, first_life.stack),
         survivors_per_window: s.series.clone(),
         // Only a series' names tell windows apart (annotation names repeat per step).
         onset_name: windows

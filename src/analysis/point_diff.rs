@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::point::Point;
-use super::top::DeviceTop;
+use super::top::{DeviceTop, TopRow};
 use crate::attribute::Site;
 use crate::model::fxhash::FastMap;
 
@@ -27,7 +27,15 @@ pub struct SiteDiff {
     pub a_blocks: u64,
     /// Its live allocations at B's point.
     pub b_blocks: u64,
+    /// For the [`STACKS_SHOWN`] largest changes: the stack of the site's largest live
+    /// allocation in the run that holds more of it (B when it grew, A when it shrank),
+    /// innermost first (absent from JSON otherwise, or when the tops had no stacks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
 }
+
+/// The largest changes whose stacks a comparison shows.
+pub const STACKS_SHOWN: usize = 5;
 
 /// A device of run A against its partner in run B, at one kind of point.
 #[derive(Clone, Debug, Serialize)]
@@ -58,6 +66,8 @@ fn signed(b: u64, a: u64) -> i64 {
 pub fn point_diff(a: &DeviceTop, b: &DeviceTop) -> DevicePointDiff {
     let mut index: FastMap<&Site, usize> = FastMap::default();
     let mut rows: Vec<SiteDiff> = Vec::new();
+    // Each site's row in A and in B, for the stacks.
+    let mut at_side: Vec<[Option<&TopRow>; 2]> = Vec::new();
     for (side, top) in [(0, a), (1, b)] {
         for r in &top.rows {
             let k = *index.entry(&r.site).or_insert_with(|| {
@@ -69,9 +79,12 @@ pub fn point_diff(a: &DeviceTop, b: &DeviceTop) -> DevicePointDiff {
                     difference: 0,
                     a_blocks: 0,
                     b_blocks: 0,
+                    stack: Vec::new(),
                 });
+                at_side.push([None, None]);
                 rows.len() - 1
             });
+            at_side[k][side] = Some(r);
             let row = &mut rows[k];
             if side == 0 {
                 row.a_bytes += r.bytes;
@@ -86,13 +99,33 @@ pub fn point_diff(a: &DeviceTop, b: &DeviceTop) -> DevicePointDiff {
     for r in &mut rows {
         r.difference = signed(r.b_bytes, r.a_bytes);
     }
-    rows.sort_by(|x, y| {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&i, &j| {
+        let (x, y) = (&rows[i], &rows[j]);
         y.difference
             .unsigned_abs()
             .cmp(&x.difference.unsigned_abs())
             .then_with(|| y.difference.cmp(&x.difference))
             .then_with(|| x.site.label.cmp(&y.site.label))
     });
+    let mut slots: Vec<Option<SiteDiff>> = rows.into_iter().map(Some).collect();
+    let rows: Vec<SiteDiff> = order
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, &i)| {
+            let mut r = slots[i].take()?;
+            if rank < STACKS_SHOWN {
+                let sides = &at_side[i];
+                let larger = if r.difference >= 0 {
+                    sides[1]
+                } else {
+                    sides[0]
+                };
+                r.stack = larger.map(|t| t.stack.clone()).unwrap_or_default();
+            }
+            Some(r)
+        })
+        .collect();
     DevicePointDiff {
         device_a: a.device,
         device_b: b.device,

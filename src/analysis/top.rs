@@ -33,6 +33,11 @@ pub struct TopRow {
     pub share: f64,
     /// Live allocations.
     pub blocks: u64,
+    /// The stack of its largest live allocation, innermost first, as
+    /// `file:line:function` (filled by [`top_with_stacks`] only; absent from JSON when
+    /// empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
 }
 
 /// What the rows beyond `--limit` add up to.
@@ -73,6 +78,8 @@ pub(crate) struct Group {
     pub blocks: u64,
     /// Their bytes per role, largest first.
     pub roles: Vec<(RoleId, u64)>,
+    /// The largest of them (lifetime index; the first made on ties).
+    pub largest: usize,
 }
 
 impl Group {
@@ -102,6 +109,7 @@ pub(crate) fn grouped(
     attr: &mut Attributor,
 ) -> Vec<Group> {
     let mut sums: Vec<(u64, u64)> = Vec::new();
+    let mut largest: Vec<usize> = Vec::new();
     // (key, role) -> bytes, for the role breakdown of each row.
     let mut by_role: Vec<(u32, RoleId, u64)> = Vec::new();
     for i in live {
@@ -110,6 +118,11 @@ pub(crate) fn grouped(
         let ku = k as usize;
         if sums.len() <= ku {
             sums.resize(ku + 1, (0, 0));
+            largest.resize(ku + 1, i);
+        }
+        let big = &mut largest[ku];
+        if sums[ku].1 == 0 || l.bytes > replay.lifetimes[*big].bytes {
+            *big = i;
         }
         sums[ku].0 = sums[ku].0.saturating_add(l.bytes);
         sums[ku].1 += 1;
@@ -136,6 +149,7 @@ pub(crate) fn grouped(
                 bytes: s.0,
                 blocks: s.1,
                 roles,
+                largest: largest[k],
             }
         })
         .collect();
@@ -149,6 +163,26 @@ pub(crate) fn grouped(
 
 /// Groups the allocations live at `point` by `attr`'s key; `limit` rows, the rest summed.
 pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -> DeviceTop {
+    top_of(replay, point, attr, limit, false)
+}
+
+/// [`top`] with each row's [`TopRow::stack`]: the stack of its largest live allocation.
+pub fn top_with_stacks(
+    replay: &Replay,
+    point: Point,
+    attr: &mut Attributor,
+    limit: usize,
+) -> DeviceTop {
+    top_of(replay, point, attr, limit, true)
+}
+
+fn top_of(
+    replay: &Replay,
+    point: Point,
+    attr: &mut Attributor,
+    limit: usize,
+    stacks: bool,
+) -> DeviceTop {
     let groups = grouped(replay, replay.live_indices(point.event_index), attr);
     let total_bytes = sum_sizes(groups.iter().map(|g| g.bytes));
     let total_blocks: u64 = groups.iter().map(|g| g.blocks).sum();
@@ -175,6 +209,12 @@ pub fn top(replay: &Replay, point: Point, attr: &mut Attributor, limit: usize) -
                 bytes: g.bytes,
                 share: share(g.bytes),
                 blocks: g.blocks,
+                stack: if stacks {
+                    let snap = attr.snapshot();
+                    crate::attribute::stack_labels(snap, replay.lifetimes[g.largest].stack)
+                } else {
+                    Vec::new()
+                },
             });
         } else {
             rest.keys += 1;

@@ -18,7 +18,7 @@ use crate::replay::Lifetime;
 
 pub use filters::{FrameFilters, is_python};
 pub use group::{GroupBy, GroupByError, TreeGroupingError};
-pub use site::{NO_FRAME, NO_USER_FRAME, Site, UNTRACED, frame_label};
+pub use site::{NO_FRAME, NO_USER_FRAME, Site, UNTRACED, frame_label, stack_labels};
 
 use filters::FrameClasses;
 

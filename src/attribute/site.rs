@@ -72,6 +72,16 @@ impl Site {
 }
 
 /// `file:line:function` of a frame (`?` for a line the unwinder did not know).
+/// The frames of `stack` as `file:line:function`, innermost first.
+pub fn stack_labels(snap: &Snapshot, stack: crate::model::StackId) -> Vec<String> {
+    snap.stacks
+        .get(stack)
+        .iter()
+        .map(|&f| frame_label(snap, snap.frames.get(f)))
+        .collect()
+}
+
+/// A frame as `file:line:function`.
 pub fn frame_label(snap: &Snapshot, f: &Frame) -> String {
     format!(
         "{}:{}:{}",

@@ -131,13 +131,13 @@ pub struct LeaksCmd {
 /// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
 #[derive(clap::Args)]
 pub struct CompareCmd {
-    /// Run A (for example the forward-only run, or before a fix)
+    /// Run A (for example the forward-only run, or before a fix); a run directory with --at compares step by step
     pub a: PathBuf,
-    /// Run B (for example the training run, or after a fix)
+    /// Run B (for example the training run, or after a fix); a run directory with --at compares step by step
     pub b: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Compare what each run holds at this point, site by site, instead of growth: peak, end, oom (JSON schema leakscope.compare_at/1)
+    /// Compare what each run holds at this point, site by site, instead of growth: peak, end, oom (JSON schema leakscope.compare_at/2)
     #[arg(long)]
     pub at: Option<At>,
     /// Print JSON (schema leakscope.compare/3)

@@ -56,10 +56,22 @@ impl CompareCmd {
             output::warn_disagreements(&s);
             Ok(side)
         };
+        if self.a.is_dir() || self.b.is_dir() {
+            let Some(at) = self.at.filter(|_| self.a.is_dir() && self.b.is_dir()) else {
+                return Err(Usage(
+                    "two run directories are compared step by step at a point: give both directories and --at peak (or end, oom)".into(),
+                )
+                .into());
+            };
+            let report = session::compare_steps(&self.a, &self.b, &opts, at)?;
+            return emit(self.json, &report, |r| {
+                render::compare_at::steps_text(r, style)
+            });
+        }
         if let Some(at) = self.at {
             let point = |path: &Path| -> anyhow::Result<session::TopReport> {
                 let s = output::open(path, &self.analysis.load, false)?;
-                let top = s.top(&opts, at, usize::MAX)?;
+                let top = s.holders_at(&opts, at)?;
                 output::warn_disagreements(&s);
                 Ok(top)
             };

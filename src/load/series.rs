@@ -14,8 +14,14 @@
 //! window that ends where it first appears. Within a window the frees come first (a new
 //! block may take a freed one's address), then segment changes, then the births. The
 //! first file's blocks are born before the first window, as a trace's early allocations
-//! are. The stitched trace has no times (the files say when nothing happened between
-//! them) and no free stacks.
+//! are. The stitched trace of a change has no times and no free stacks (the
+//! states say neither).
+//!
+//! Files with traces contribute them where they overlap: when a file's trace reaches back
+//! past the previous file's dump (its first event is no later than the previous file's
+//! last) and its events since then turn the previous state into this file's, those
+//! events are the window, with their times, frees and free stacks, and the allocations
+//! made and freed between the two dumps.
 //!
 //! Memory: one file's blocks at a time besides the stitched trace, whose events are the
 //! changes between files (a few per kept block).
@@ -60,6 +66,9 @@ struct DeviceSeries {
     trace: Trace,
     /// Event index where the change up to each file after the first begins.
     starts: Vec<u32>,
+    /// The time of the last file's last trace event on this device (when it had one):
+    /// when that file was dumped, as near as the file says.
+    dumped_at: Option<i64>,
 }
 
 /// The series once every file is in: one snapshot whose trace per device is the changes
@@ -73,8 +82,11 @@ pub struct Series {
     /// Per device: the event index where the change up to file `k + 1` begins (one entry
     /// per file after the first); window `k` runs from there to the next entry.
     pub starts: BTreeMap<i64, Vec<u32>>,
-    /// Trace events the files held (left out: the states alone are stitched).
+    /// Trace events the files held.
     pub traced_events: u64,
+    /// Windows (of any device) whose events are a file's own trace, not the change of
+    /// states: that file's trace reached back past the previous file's dump.
+    pub traced_windows: u64,
 }
 
 /// Builds a [`Series`] from snapshots given in order, one at a time.
@@ -95,6 +107,7 @@ pub struct Stitcher {
     last_segments: Vec<Segment>,
     metas: FastMap<(i64, bool), MetaId>,
     traced_events: u64,
+    traced_windows: u64,
 }
 
 /// Maps one file's ids into the stitched snapshot's tables.
@@ -102,6 +115,7 @@ struct Remap<'a> {
     src: &'a Snapshot,
     frames: Vec<Option<FrameId>>,
     stacks: Vec<Option<StackId>>,
+    metas: Vec<Option<MetaId>>,
 }
 
 impl Remap<'_> {
@@ -135,6 +149,18 @@ impl Remap<'_> {
 
     fn opt(&mut self, out: &mut Snapshot, id: Option<StackId>) -> StackId {
         id.map_or(StackId::EMPTY, |s| self.stack(out, s))
+    }
+
+    fn meta(&mut self, out: &mut Snapshot, id: MetaId) -> MetaId {
+        if let Some(Some(m)) = self.metas.get(id.index()) {
+            return *m;
+        }
+        out.metas.push(self.src.meta(id).clone());
+        let m = MetaId((out.metas.len() - 1) as u32);
+        if let Some(slot) = self.metas.get_mut(id.index()) {
+            *slot = Some(m);
+        }
+        m
     }
 }
 
@@ -171,6 +197,7 @@ impl Stitcher {
             src: &snap,
             frames: vec![None; snap.frames.len()],
             stacks: vec![None; snap.stacks.len()],
+            metas: vec![None; snap.metas.len()],
         };
         // This file's state per device, in address order.
         let mut now: BTreeMap<i64, (Vec<Live>, Vec<Reserved>)> = BTreeMap::new();
@@ -211,7 +238,15 @@ impl Stitcher {
             if !first {
                 dev.starts.push(dev.trace.len() as u32);
             }
-            self.changes(&mut dev, blocks, segments);
+            let traced = !first && self.own_trace(&mut dev, &mut remap, d, &blocks);
+            if traced {
+                self.traced_windows += 1;
+                dev.blocks = blocks;
+                dev.segments = segments;
+            } else {
+                self.changes(&mut dev, blocks, segments);
+            }
+            dev.dumped_at = last_time(&snap, d);
             self.devices.insert(d, dev);
         }
         // The last file's state is the stitched snapshot's final state.
@@ -228,6 +263,57 @@ impl Stitcher {
         self.last_segments = segments;
         self.out.format = snap.format.clone();
         self.out.allocator_settings = snap.allocator_settings.clone();
+    }
+
+    /// When this file's trace on device `d` reaches back past the previous file's dump
+    /// and its events since then turn the previous state into this one (`now`, matched
+    /// by address and requested bytes), appends those events (their stacks, frees and
+    /// times with them) and says so; otherwise appends nothing.
+    fn own_trace(
+        &mut self,
+        dev: &mut DeviceSeries,
+        remap: &mut Remap,
+        d: i64,
+        now: &[Live],
+    ) -> bool {
+        let Some(since) = dev.dumped_at else {
+            return false;
+        };
+        let snap = remap.src;
+        let t = snap.trace(d);
+        let timed = |i: usize| snap.meta(t.meta[i]).has(flags::TIME);
+        if t.is_empty() || !(0..t.len()).all(timed) || t.time_us[0] > since {
+            return false;
+        }
+        let from = t.time_us.partition_point(|&x| x <= since);
+        // The events since the dump must turn the last state into this one.
+        let mut alive: FastMap<u64, u64> =
+            dev.blocks.iter().map(|b| (b.addr, b.requested)).collect();
+        for i in from..t.len() {
+            let a = t.action[i];
+            if a == Action::ALLOC {
+                alive.insert(t.addr[i], t.size[i]);
+            } else if a == Action::FREE_COMPLETED || a == Action::FREE {
+                alive.remove(&t.addr[i]);
+            }
+        }
+        let matches = alive.len() == now.len()
+            && now.iter().all(|b| alive.get(&b.addr) == Some(&b.requested));
+        if !matches {
+            return false;
+        }
+        for i in from..t.len() {
+            let action = self
+                .out
+                .actions
+                .code(snap.actions.name(t.action[i]))
+                .unwrap_or(t.action[i]);
+            let stack = remap.stack(&mut self.out, t.stack[i]);
+            let meta = remap.meta(&mut self.out, t.meta[i]);
+            dev.trace
+                .push(action, t.addr[i], t.size[i], t.time_us[i], stack, meta);
+        }
+        true
     }
 
     /// Appends to `dev`'s trace what changed from its last state to `blocks` and
@@ -298,6 +384,7 @@ impl Stitcher {
             files: self.files,
             starts,
             traced_events: self.traced_events,
+            traced_windows: self.traced_windows,
         }
     }
 }
@@ -316,4 +403,14 @@ fn missing<T: Copy, K: Ord>(a: &[T], b: &[T], key: impl Fn(&T) -> K) -> Vec<T> {
         }
     }
     out
+}
+
+/// The time of the last event of `snap`'s trace on device `d`, when every event of it is
+/// timed.
+fn last_time(snap: &Snapshot, d: i64) -> Option<i64> {
+    let t = snap.trace(d);
+    let all_timed = (0..t.len()).all(|i| snap.meta(t.meta[i]).has(flags::TIME));
+    (all_timed && !t.is_empty())
+        .then(|| t.time_us.iter().copied().max())
+        .flatten()
 }

@@ -3,20 +3,12 @@
 
 use std::fmt::Write;
 
-use super::{Align, Style, Table, bytes};
+use super::{Align, Style, Table, bytes, signed_bytes, terminal_text};
 use crate::analysis::point_diff::DevicePointDiff;
-use crate::session::CompareAtReport;
+use crate::session::{CompareAtReport, CompareStepsReport};
 
 /// Rows shown per device pair.
 const ROWS: usize = 25;
-
-fn signed_bytes(d: i64) -> String {
-    match d {
-        0 => "0 B".into(),
-        d if d > 0 => format!("+{}", bytes(d as u64)),
-        d => format!("-{}", bytes(d.unsigned_abs())),
-    }
-}
 
 fn point(p: &crate::analysis::Point) -> String {
     p.event_index.map_or_else(
@@ -86,4 +78,79 @@ fn device(o: &mut String, d: &DevicePointDiff, style: Style) {
     }
     o.push('\n');
     o.push_str(&t.render(style));
+    // Where the largest changes were allocated (the run that holds more of each).
+    for r in d
+        .rows
+        .iter()
+        .filter(|r| !r.stack.is_empty() && r.difference != 0)
+    {
+        let _ = writeln!(
+            o,
+            "\n  {} {} ({} in {}); its largest allocation there was made at:",
+            signed_bytes(r.difference),
+            terminal_text(&r.site.label),
+            bytes(r.a_bytes.max(r.b_bytes)),
+            if r.difference > 0 { "B" } else { "A" }
+        );
+        for f in r.stack.iter().take(STACK_FRAMES) {
+            let _ = writeln!(o, "      {}", terminal_text(f));
+        }
+        if r.stack.len() > STACK_FRAMES {
+            let _ = writeln!(o, "      ({} more frames)", r.stack.len() - STACK_FRAMES);
+        }
+    }
+}
+
+/// Frames shown of each stack (innermost first); `--json` has them all.
+const STACK_FRAMES: usize = 12;
+
+/// Two run directories step by step: one line per rank, step and device (the two
+/// points, the difference, the largest change), then the files found in one run only.
+pub fn steps_text(r: &CompareStepsReport, style: Style) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "A: {}\nB: {}\nat: {}\n", r.a, r.b, r.at);
+    let mut t = Table::new(&[
+        ("step", Align::Left),
+        ("rank", Align::Right),
+        ("device", Align::Right),
+        ("A", Align::Right),
+        ("B", Align::Right),
+        ("difference", Align::Right),
+        ("largest change", Align::Right),
+        ("at", Align::Left),
+    ]);
+    for p in &r.steps {
+        let rank = p.rank.map_or_else(|| "-".into(), |v| v.to_string());
+        if let Some(e) = &p.error {
+            t.row([
+                p.step.clone(),
+                rank,
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "error".into(),
+                e.clone(),
+            ]);
+            continue;
+        }
+        for d in &p.compare.devices {
+            let top = d.rows.first().filter(|x| x.difference != 0);
+            t.row([
+                p.step.clone(),
+                rank.clone(),
+                d.device_b.to_string(),
+                bytes(d.a_total),
+                bytes(d.b_total),
+                signed_bytes(d.difference),
+                top.map_or_else(String::new, |x| signed_bytes(x.difference)),
+                top.map_or_else(String::new, |x| x.site.label.clone()),
+            ]);
+        }
+    }
+    o.push_str(&t.render(style));
+    for u in &r.unpaired {
+        let _ = writeln!(o, "in one run only: {}", terminal_text(u));
+    }
+    o
 }

@@ -140,7 +140,7 @@ pub fn compare<'a>(a: &'a CompareSide, b: &'a CompareSide) -> CompareReport {
     }
 }
 
-/// `compare A B --at POINT` (`leakscope.compare_at/1`): the two runs at that point, site by
+/// `compare A B --at POINT` (`leakscope.compare_at/2`): the two runs at that point, site by
 /// site.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareAtReport {

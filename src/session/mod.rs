@@ -18,6 +18,7 @@
 
 mod check;
 mod compare;
+mod compare_steps;
 mod discover;
 mod error;
 mod export;
@@ -45,6 +46,7 @@ use crate::replay::{AllocatorState, Consistency};
 
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareAtReport, CompareReport, CompareSide, Unpaired, compare, compare_at};
+pub use compare_steps::{CompareStepsReport, STEP_ROWS, StepPair, compare_steps};
 pub use discover::{Found, Listing, Special, discover, walk};
 pub use error::SessionError;
 pub use export::{
@@ -320,6 +322,15 @@ impl Session {
     pub fn top(&self, opts: &Options, at: At, limit: usize) -> Result<TopReport, SessionError> {
         let r = self.at_point(schema::TOP, opts, at, |r, p| {
             top::top(&r.replay, p, &mut r.attr, limit)
+        })?;
+        Ok(r.grouped(opts.by))
+    }
+
+    /// Every site holding memory at `at` on every selected device, each with the stack
+    /// of its largest live allocation: one side of `compare --at`.
+    pub fn holders_at(&self, opts: &Options, at: At) -> Result<TopReport, SessionError> {
+        let r = self.at_point(schema::TOP, opts, at, |r, p| {
+            top::top_with_stacks(&r.replay, p, &mut r.attr, usize::MAX)
         })?;
         Ok(r.grouped(opts.by))
     }

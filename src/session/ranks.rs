@@ -223,7 +223,7 @@ pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
 
 /// Each rank with at least [`SERIES_MIN_STEPS`] steps, its files (OOM dumps left out) read
 /// as a series, one rank at a time (each series reads its files side by side).
-fn rank_series(found: &[Found], opts: &Options) -> Vec<RankSeries> {
+pub(crate) fn rank_series(found: &[Found], opts: &Options) -> Vec<RankSeries> {
     let steps: Vec<&Found> = found.iter().filter(|f| f.step != "oom").collect();
     let mut ranks: Vec<Option<u64>> = steps.iter().map(|f| f.rank).collect();
     ranks.sort_unstable();

@@ -117,7 +117,9 @@ pub mod schema {
     /// `session::compare::CompareReport`.
     pub const COMPARE: &str = "leakscope.compare/3";
     /// `session::compare::CompareAtReport`.
-    pub const COMPARE_AT: &str = "leakscope.compare_at/1";
+    pub const COMPARE_AT: &str = "leakscope.compare_at/2";
+    /// `session::compare_steps::CompareStepsReport`.
+    pub const COMPARE_STEPS: &str = "leakscope.compare_steps/1";
     /// `session::check::CheckReport`.
     pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.

@@ -66,9 +66,11 @@ impl Session {
             let loaded: Vec<_> = chunk
                 .par_iter()
                 .map(|p| {
-                    let mut lo = LoadOptions::default();
-                    lo.threads = false;
-                    lo.max_decompressed_bytes = opts.max_decompressed_bytes;
+                    let lo = LoadOptions {
+                        threads: false,
+                        max_decompressed_bytes: opts.max_decompressed_bytes,
+                        ..LoadOptions::default()
+                    };
                     load_path(p, lo)
                 })
                 .collect();
@@ -81,9 +83,9 @@ impl Session {
             }
         }
         let mut series = stitcher.finish();
-        if series.traced_events > 0 {
+        if series.traced_events > 0 && series.traced_windows == 0 {
             series.snapshot.warnings.push(format!(
-                "the files hold {} trace events; a series is read from each file's state at its end, so they are not used (run leaks on one file to use its trace)",
+                "the files hold {} trace events, but no file's trace reaches back to the file before it: the series is read from each file's state (run leaks on one file to use its trace)",
                 series.traced_events
             ));
         }

@@ -741,7 +741,7 @@ fn compare_at_a_point_adds_up_to_the_truths_difference() {
                 &format!("scenarios/{b}.pickle"),
                 &["--at", at],
             );
-            assert_eq!(v["schema"], "leakscope.compare_at/1");
+            assert_eq!(v["schema"], "leakscope.compare_at/2");
             let d = &v["devices"][0];
             let want_a = ta[at]["live_requested_bytes"].as_u64().expect("truth");
             let want_b = tb[at]["live_requested_bytes"].as_u64().expect("truth");
@@ -776,4 +776,41 @@ fn compare_at_a_point_adds_up_to_the_truths_difference() {
         "{first:#}"
     );
     assert!(first["difference"].as_i64().unwrap() > 0);
+    // The largest change's stack: the largest allocation of that site alive at B's peak,
+    // found by CPython from the pickle's trace alone.
+    let peak = v["devices"][0]["b"]["event_index"].as_u64().unwrap();
+    let script = r#"
+import json, pickle, sys
+snap = pickle.load(open(sys.argv[1], "rb"))
+peak, site = int(sys.argv[2]), sys.argv[3]
+live = {}
+for i, e in enumerate(snap["device_traces"][0][: peak + 1]):
+    if e["action"] == "alloc":
+        live[e["addr"]] = (i, e)
+    elif e["action"] in ("free_completed", "free"):
+        live.pop(e["addr"], None)
+label = lambda f: f"{f['filename']}:{f['line']}:{f['name']}"
+best = None
+for i, e in sorted(live.values(), key=lambda x: x[0]):
+    py = [f for f in e["frames"] if f["filename"].endswith(".py")]
+    if py and label(py[0]) == site and (best is None or e["size"] > best["size"]):
+        best = e
+json.dump([label(f) for f in best["frames"]], sys.stdout)
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(fixture("scenarios/plain_loop_kept_logits.pickle"))
+        .arg(peak.to_string())
+        .arg(first["site"]["label"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["stack"], want);
+    let rows = v["devices"][0]["rows"].as_array().unwrap();
+    assert!(rows.iter().skip(5).all(|r| r.get("stack").is_none()));
 }

@@ -16,13 +16,14 @@ use parquet::basic::Compression;
 
 use crate::common::*;
 
-const TABLES: [&str; 6] = [
+const TABLES: [&str; 7] = [
     "files",
     "ranks",
     "suspects",
     "top_sites",
     "events",
     "stacks",
+    "series",
 ];
 
 /// The scenario files exported beside the verl run directory.
@@ -681,4 +682,57 @@ fn library_export_reports_its_rows() {
         .filter(|m| snap.meta(**m).has(leakscope::model::flags::TIME))
         .count();
     assert_eq!(timed, expected);
+}
+
+/// A run directory whose ranks have six steps each: `series.parquet` holds each rank's
+/// verdict across steps, rank 0 (the generator's logits kept per step) leaking what its
+/// truth says per step, rank 1 (the control) with no suspect.
+#[test]
+fn export_of_a_run_directory_has_each_ranks_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let scen = fixture("scenarios");
+    let truth = crate::common::read_json(&scen.join("series_kept_per_step/truth.json"));
+    let files: Vec<&str> = truth["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    for (i, f) in files.iter().enumerate() {
+        let step = run.join(format!("step{}", i + 1));
+        std::fs::create_dir_all(&step).unwrap();
+        std::fs::copy(
+            scen.join("series_kept_per_step").join(f),
+            step.join("m_rank0.pickle"),
+        )
+        .unwrap();
+        std::fs::copy(
+            scen.join("series_control").join(f),
+            step.join("m_rank1.pickle"),
+        )
+        .unwrap();
+    }
+    let out = dir.path().join("tables");
+    let (code, _, err) = crate::common::run_cli(&[
+        "export",
+        run.to_str().unwrap(),
+        "--parquet",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let t = read(&out, "series");
+    assert_eq!(t.rows(), 2);
+    let rows: Vec<_> = (0..2).map(|i| t.row(i)).collect();
+    let rank = |r: u64| rows.iter().find(|x| x["rank"] == r).unwrap();
+    assert_eq!(rank(0)["steps"], files.len() as u64);
+    assert_eq!(rank(0)["top_kind"], "leak");
+    assert_eq!(rank(0)["top_site"], truth["kept_site"]);
+    assert_eq!(
+        rank(0)["top_bytes_per_step"],
+        truth["bytes_per_snapshot_requested"]
+    );
+    assert_eq!(rank(0)["top_onset_step"], "2");
+    assert_eq!(rank(1)["suspects"], 0);
+    assert_eq!(rank(1)["top_site"], serde_json::Value::Null);
 }

@@ -271,3 +271,110 @@ fn too_few_windows_get_the_max_entries_that_would_hold_six() {
     assert_eq!(c["max_entries"], six.div_ceil(unit) * unit);
     assert!(c["max_entries"].as_u64().unwrap() >= six);
 }
+
+/// Two run directories compared step by step at the end: each step's difference is the
+/// generator's requested bytes of B's file minus A's, the kept rows and the rest add up to
+/// it, and from the second step on the largest change is the kept logits' site.
+#[test]
+fn two_run_directories_compare_step_by_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kept, truth_b) = files("series_kept_per_step");
+    let (control, truth_a) = files("series_control");
+    for (run, list) in [("a", &control), ("b", &kept)] {
+        for (i, f) in list.iter().enumerate() {
+            let step = dir.path().join(run).join(format!("step{}", i + 1));
+            std::fs::create_dir_all(&step).unwrap();
+            std::fs::copy(f, step.join("mem_rank0.pickle")).unwrap();
+        }
+    }
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let (code, out, err) = run_cli(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--at",
+        "end",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "leakscope.compare_steps/1");
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), kept.len());
+    for (k, s) in steps.iter().enumerate() {
+        assert_eq!(s["step"], (k + 1).to_string());
+        let d = &s["compare"]["devices"][0];
+        let want = truth_b["per_file"][k]["requested_bytes"].as_i64().unwrap()
+            - truth_a["per_file"][k]["requested_bytes"].as_i64().unwrap();
+        assert_eq!(d["difference"].as_i64(), Some(want), "step {}", k + 1);
+        let kept_rows: i64 = d["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["difference"].as_i64().unwrap())
+            .sum();
+        assert_eq!(kept_rows + s["rest_difference"][0].as_i64().unwrap(), want);
+        assert_eq!(d["rows"][0]["site"]["label"], truth_b["kept_site"]);
+    }
+    // Without --at, or with one directory, it says how (exit 2).
+    let (code, _, err) = run_cli(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--at"), "{err}");
+}
+
+/// Files with traces contribute them where they overlap: the first two thirds of a traced
+/// scenario cut out with `slice` (each the state at its end and the events up to it), then
+/// the whole file. Each later file's trace reaches back past the previous dump, so each
+/// window holds exactly the original events after the previous cut (counted by CPython),
+/// frees and their stacks included, and the verdict is the original trace's site.
+#[test]
+fn traced_files_bring_their_events_where_they_overlap() {
+    let path = fixture("scenarios/plain_loop_kept_logits.pickle");
+    let trace = crate::common::cpython_json(&path)["device_traces"][0]
+        .as_array()
+        .unwrap()
+        .clone();
+    let n = trace.len() as u64;
+    let cuts = [n / 3, 2 * n / 3];
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, c) in cuts.iter().enumerate() {
+        let out = dir.path().join(format!("part{i}.pickle"));
+        let (code, _, err) = run_cli(&[
+            "slice",
+            path.to_str().unwrap(),
+            "--from",
+            "start",
+            "--to",
+            &format!("event:{c}"),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        files.push(out);
+    }
+    files.push(path.clone());
+    let s = Session::open_series(&files, SeriesOptions::default()).unwrap();
+    assert!(
+        s.snapshot().warnings.iter().all(|w| !w.contains("trace")),
+        "{:?}",
+        s.snapshot().warnings
+    );
+    let mut runs = s.runs(&Options::default()).unwrap();
+    let w = runs[0].windows().clone();
+    // The cut at event c keeps events 0..=c; the next file adds those after it.
+    assert_eq!(w.range(0).1 - w.range(0).0, (cuts[1] - cuts[0]) as u32);
+    assert_eq!(w.range(1).1 - w.range(1).0, (n - 1 - cuts[1]) as u32);
+    let t = s.snapshot().trace(0);
+    let frees_with_stacks = (w.starts[0] as usize..t.len())
+        .filter(|&i| {
+            t.action[i] == leakscope::model::Action::FREE_COMPLETED
+                && !s.snapshot().stacks.get(t.stack[i]).is_empty()
+        })
+        .count();
+    let want = trace[cuts[0] as usize + 1..]
+        .iter()
+        .filter(|e| e["action"] == "free_completed" && !e["frames"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(frees_with_stacks, want);
+}

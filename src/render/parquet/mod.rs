@@ -15,6 +15,7 @@ mod columns;
 pub mod events;
 pub mod files;
 pub mod ranks;
+pub mod series;
 pub mod stacks;
 pub mod suspects;
 mod table;

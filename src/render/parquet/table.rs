@@ -47,17 +47,20 @@ pub enum Table {
     Events,
     /// Every stack of the snapshot, one row per frame.
     Stacks,
+    /// Each rank of a run directory read as a series across steps.
+    Series,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 7] = [
         Table::Files,
         Table::Ranks,
         Table::Suspects,
         Table::TopSites,
         Table::Events,
         Table::Stacks,
+        Table::Series,
     ];
 
     /// The table's name (`top_sites`).
@@ -69,6 +72,7 @@ impl Table {
             Table::TopSites => "top_sites",
             Table::Events => "events",
             Table::Stacks => "stacks",
+            Table::Series => "series",
         }
     }
 

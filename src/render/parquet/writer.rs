@@ -12,7 +12,7 @@ use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 
 use super::table::{Table, TableError};
-use super::{events, files, ranks, stacks, suspects, top_sites};
+use super::{events, files, ranks, series, stacks, suspects, top_sites};
 
 /// Rows per row group: a scan reads whole row groups, so they are large (a million
 /// events are some 6 MB compressed).
@@ -23,6 +23,7 @@ pub fn schema_of(table: Table) -> SchemaRef {
     match table {
         Table::Files => files::schema(),
         Table::Ranks => ranks::schema(),
+        Table::Series => series::schema(),
         Table::Suspects => suspects::schema(),
         Table::TopSites => top_sites::schema(),
         Table::Events => events::schema(),

@@ -1,7 +1,8 @@
-//! `export --parquet`: files and run directories into six Parquet tables (files, ranks,
-//! suspects, top sites, events, stacks; `render::parquet` builds and writes them).
+//! `export --parquet`: files and run directories into seven Parquet tables (files, ranks,
+//! suspects, top sites, events, stacks, series; `render::parquet` builds and writes them).
 //!
-//! Each file is loaded once. Its devices are replayed once for the rank rows, the
+//! Each file is loaded once (a run directory's ranks are read again as series for
+//! `series`). Its devices are replayed once for the rank rows, the
 //! suspects, the holders at the end, the peak and the OOM, and the role of each event,
 //! while its summary and stacks are turned into columns and written; its events follow,
 //! with their roles. Files are loaded side by side, one per
@@ -30,7 +31,7 @@ use crate::session::Session;
 use crate::session::discover::{Found, Special, walk};
 use crate::session::error::SessionError;
 use crate::session::options::Options;
-use crate::session::ranks::{device_row, merge_ranks, row};
+use crate::session::ranks::{device_row, merge_ranks, rank_series, row};
 
 /// Schema of [`ExportSummary`]'s JSON.
 pub const SCHEMA: &str = "leakscope.export/1";
@@ -266,7 +267,7 @@ fn write_analysis(w: &mut Writers, key: &FileKey, a: &Analysis) -> Result<(), Ex
     w.write(Table::TopSites, &b)
 }
 
-/// The six tables' writers, each on its file in the output directory (staged, and moved
+/// The seven tables' writers, each on its file in the output directory (staged, and moved
 /// in by [`Writers::finish`] once every table is complete).
 struct Writers {
     out_dir: PathBuf,
@@ -445,9 +446,26 @@ pub fn export_parquet(
     let mut failed = Vec::new();
     let mut skipped_files = 0;
     let mut special_files = Vec::new();
-    for mut g in groups {
+    for (gi, mut g) in groups.into_iter().enumerate() {
         special_files.append(&mut g.special);
         let steps = g.dir.is_some();
+        if let (Some(dir), None) = (&g.dir, &g.error) {
+            let found: Vec<Found> = units
+                .iter()
+                .filter(|u| u.group == gi)
+                .map(|u| u.found.clone())
+                .collect();
+            let rows = rank_series(&found, &opts.analysis);
+            if !rows.is_empty() {
+                let b = tables::series::batch_of(&dir.display().to_string(), &rows).map_err(
+                    |source| ExportError::Table {
+                        path: out_dir.join(Table::Series.file_name()),
+                        source,
+                    },
+                )?;
+                writers.write(Table::Series, &b)?;
+            }
+        }
         let rows = match g.dir {
             None => {
                 let mut rows = g.rows;
