@@ -16,7 +16,7 @@ Example::
 from ._native import SnapshotError, __version__, default_max_decompressed_bytes
 from ._export import export_parquet, export_perfetto, export_pprof
 from ._results import CheckResult, Result
-from ._snapshot import Snapshot, check, compare, from_snapshot, load, ranks
+from ._snapshot import Snapshot, check, compare, from_snapshot, load, load_series, ranks
 
 __all__ = [
     "CheckResult",
@@ -32,5 +32,6 @@ __all__ = [
     "export_pprof",
     "from_snapshot",
     "load",
+    "load_series",
     "ranks",
 ]

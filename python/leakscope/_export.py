@@ -24,8 +24,8 @@ def _roles(roles: Optional[PathLike]) -> Optional[str]:
 
 def export_parquet(paths: Union[PathLike, Sequence[PathLike]], out_dir: PathLike,
                    windows: Optional[str] = None, roles: Optional[PathLike] = None) -> dict:
-    """Files and run directories as six Parquet tables in ``out_dir`` (files, ranks,
-    suspects, top_sites, events, stacks; schema ``leakscope.export/1``). ``suspects``,
+    """Files and run directories as seven Parquet tables in ``out_dir`` (files, ranks,
+    suspects, top_sites, events, stacks, series; schema ``leakscope.export/1``). ``suspects``,
     ``top_sites`` and ``events`` have a ``role`` column: the memory role of the suspect,
     of most of the site's bytes, of the allocation an event belongs to (null for segment
     events). ``roles``: a TOML file with a ``[roles]`` table (``--roles``).

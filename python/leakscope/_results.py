@@ -185,7 +185,7 @@ class Result:
     Example::
 
         r = leakscope.load("run.pickle").leaks()
-        r.to_dict()["schema"]      # 'leakscope.leaks/6'
+        r.to_dict()["schema"]      # 'leakscope.leaks/7'
         r.to_pandas()              # one row per growing site
     """
 
@@ -199,7 +199,7 @@ class Result:
 
     @property
     def schema(self) -> str:
-        """The JSON schema name and version, for example ``leakscope.leaks/6``."""
+        """The JSON schema name and version, for example ``leakscope.leaks/7``."""
         return self._data.get("schema", "")
 
     def to_dict(self) -> dict:

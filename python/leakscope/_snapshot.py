@@ -74,7 +74,7 @@ class Snapshot:
               focus: Optional[str] = None, python_only: bool = False,
               keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
         """The call sites whose memory grows per window (micro-batch)
-        (``leakscope leaks --json``, schema ``leakscope.leaks/6``).
+        (``leakscope leaks --json``, schema ``leakscope.leaks/7``).
 
         ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
         ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
@@ -235,6 +235,30 @@ def load(path_or_bytes: Union[PathLike, bytes, bytearray, memoryview], *,
     return Snapshot(_native.load_path(os.fspath(path_or_bytes), max_decompressed_bytes))
 
 
+def load_series(paths: Union[PathLike, Sequence[PathLike]], *, rank: Optional[int] = None,
+                max_decompressed_bytes: Optional[int] = None) -> Snapshot:
+    """Loads a series of snapshots, one per step (cheap state-only ones will do): a list of
+    files, read in the order of the numbers in their names, or a run directory (its files
+    of ``rank``, or of its only rank, in step order). The changes between consecutive
+    files are the windows, so ``leaks()`` gives growth per snapshot with its onset file
+    (``leakscope leaks FILE FILE...``). Raises ``SnapshotError`` naming a file that
+    cannot be read, ``ValueError`` for fewer than two files or a directory of several
+    ranks without ``rank``.
+
+    Example::
+
+        # in the training loop: torch.cuda.memory._record_memory_history(enabled="state")
+        # and torch.cuda.memory._dump_snapshot(f"step{step:04d}.pickle") after each step
+        series = leakscope.load_series(sorted(glob.glob("step*.pickle")))
+        series.leaks().to_pandas()
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        files = _native.series_files(os.fspath(paths), rank)
+    else:
+        files = [os.fspath(p) for p in paths]
+    return Snapshot(_native.load_series(files, max_decompressed_bytes))
+
+
 def from_snapshot(obj: Any, name: str = "<object>") -> Snapshot:
     """A snapshot from what ``torch.cuda.memory._snapshot()`` returns (a dict, or the list
     of segments of ``torch.cuda.memory_snapshot()``), read in place: no pickle, no file.
@@ -258,7 +282,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
     """Two runs side by side: growth per site and end state
     (``leakscope compare A B --json``, schema ``leakscope.compare/3``); with ``at``
     (``"peak"``, ``"end"``, ``"oom"``) what each holds at that point, site by site
-    (``--at``, schema ``leakscope.compare_at/1``: why the peak moved).
+    (``--at``, schema ``leakscope.compare_at/2``: why the peak moved).
 
     Example::
 
@@ -273,7 +297,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
 
 def ranks(directory: PathLike, windows: str = "auto") -> Result:
     """A whole run: every rank and step below ``directory``
-    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/3``).
+    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/4``).
 
     Example::
 

@@ -319,6 +319,32 @@ fn load_path(
     Ok(native)
 }
 
+/// Loads files, one per step, as a series: the changes between consecutive files are
+/// the windows (read in the order of the numbers in their names).
+#[pyfunction]
+#[pyo3(signature = (paths, max_decompressed_bytes=None))]
+fn load_series(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    max_decompressed_bytes: Option<u64>,
+) -> PyResult<NativeSession> {
+    let mut o = session::SeriesOptions::default();
+    if let Some(m) = max_decompressed_bytes {
+        o.max_decompressed_bytes = m;
+    }
+    let s = py
+        .detach(|| Session::open_series(&paths, o))
+        .map_err(session_error)?;
+    Ok(NativeSession::new(s))
+}
+
+/// The files of a run directory that form one rank's series, in step order.
+#[pyfunction]
+#[pyo3(signature = (dir, rank=None))]
+fn series_files(dir: PathBuf, rank: Option<u64>) -> PyResult<Vec<PathBuf>> {
+    session::series_files(&dir, rank).map_err(session_error)
+}
+
 /// Loads a snapshot held in a `bytes` object (read in place, not copied).
 #[pyfunction]
 #[pyo3(signature = (data, name, max_decompressed_bytes=None))]
@@ -359,8 +385,8 @@ fn compare(
     if let Some(p) = at_ {
         let p = at(p)?;
         return py.detach(|| -> Result<String, PyErr> {
-            let ta = sa.top(&o, p, usize::MAX).map_err(session_error)?;
-            let tb = sb.top(&o, p, usize::MAX).map_err(session_error)?;
+            let ta = sa.holders_at(&o, p).map_err(session_error)?;
+            let tb = sb.holders_at(&o, p).map_err(session_error)?;
             serde_json::to_string(&session::compare_at(&ta, &tb, p)).map_err(json_error)
         });
     }
@@ -411,7 +437,7 @@ fn analyse_file(
     serde_json::to_string(&r).map_err(json_error)
 }
 
-/// A run's report (`leakscope.ranks/3`) from its files' rows (JSON list), computed
+/// A run's report (`leakscope.ranks/4`) from its files' rows (JSON list), computed
 /// wherever: outliers flagged, trends drawn.
 #[pyfunction]
 fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
@@ -588,6 +614,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(discover, m)?)?;
     m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
     m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(load_series, m)?)?;
+    m.add_function(wrap_pyfunction!(series_files, m)?)?;
     m.add_function(wrap_pyfunction!(export_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(export_perfetto, m)?)?;
     m.add_function(wrap_pyfunction!(export_pprof, m)?)?;

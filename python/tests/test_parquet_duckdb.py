@@ -48,7 +48,7 @@ def tables(tmp_path_factory):
 def test_the_export_says_what_it_wrote(tables):
     con, summary = tables
     assert {t["table"] for t in summary["tables"]} == {
-        "files", "ranks", "suspects", "top_sites", "events", "stacks"}
+        "files", "ranks", "suspects", "top_sites", "events", "stacks", "series"}
     for t in summary["tables"]:
         (n,) = con.execute(f"select count(*) from {t['table']}").fetchone()
         assert n == t["rows"], t

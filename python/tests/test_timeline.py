@@ -54,7 +54,7 @@ def test_compare_at_peak_adds_up_to_the_truths_difference():
     tb = json.loads((scen / "plain_loop_kept_logits.truth.json").read_text())
     r = leakscope.compare(scen / "plain_loop_control.pickle",
                           scen / "plain_loop_kept_logits.pickle", at="peak")
-    assert r.to_dict()["schema"] == "leakscope.compare_at/1"
+    assert r.to_dict()["schema"] == "leakscope.compare_at/2"
     df = r.to_pandas()
     assert int(df["difference"].sum()) == (tb["peak"]["live_requested_bytes"]
                                           - ta["peak"]["live_requested_bytes"])
