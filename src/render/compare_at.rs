@@ -122,16 +122,7 @@ pub fn steps_text(r: &CompareStepsReport, style: Style) -> String {
     for p in &r.steps {
         let rank = p.rank.map_or_else(|| "-".into(), |v| v.to_string());
         if let Some(e) = &p.error {
-            t.row([
-                p.step.clone(),
-                rank,
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "error".into(),
-                e.clone(),
-            ]);
+            t.row(super::ranks::error_row(&p.step, rank, e));
             continue;
         }
         for d in &p.compare.devices {

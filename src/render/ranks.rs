@@ -36,6 +36,22 @@ pub fn special_warning(special: &[Special]) -> Option<String> {
     ))
 }
 
+/// The row of a rank and step that could not be read, in the 8-column tables of runs:
+/// step, rank, four dashes, `error`, the message.
+pub(crate) fn error_row(step: &str, rank: String, error: &str) -> [String; 8] {
+    let dash = || "-".to_string();
+    [
+        step.to_string(),
+        rank,
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+        "error".into(),
+        error.to_string(),
+    ]
+}
+
 /// One line per rank and step, outliers marked; then the trend per rank.
 pub fn text(r: &RanksReport, style: Style) -> String {
     let mut o = String::new();
@@ -67,16 +83,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
     for x in &r.ranks {
         let rank = x.rank.map_or_else(|| "-".into(), |v| v.to_string());
         if let Some(e) = &x.error {
-            t.row([
-                x.step.clone(),
-                rank,
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "error".into(),
-                e.clone(),
-            ]);
+            t.row(error_row(&x.step, rank, e));
             continue;
         }
         t.row([

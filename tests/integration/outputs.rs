@@ -110,7 +110,11 @@ fn outputs_beside_the_inputs_are_written_and_leave_no_temporary() {
     let tables = dir.path().join("tables");
     let (code, _, err) = run_cli(&["export", s(&run), "--parquet", s(&tables)]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(std::fs::read_dir(&tables).unwrap().count(), 6);
+    assert_eq!(
+        std::fs::read_dir(&tables).unwrap().count(),
+        7,
+        "one file per table"
+    );
     let left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
