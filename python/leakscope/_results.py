@@ -141,6 +141,22 @@ def _compare_at_rows(d: dict) -> List[Row]:
             for dev in _devices(d) for r in dev.get("rows") or []]
 
 
+def _compare_steps_rows(d: dict) -> List[Row]:
+    rows: List[Row] = []
+    for p in d.get("steps") or []:
+        base = {"step": p["step"], "rank": p.get("rank"), "error": p.get("error")}
+        devices = p["compare"]["devices"]
+        if not devices:  # the pair could not be compared: its error alone
+            rows.append({**base, "device": None})
+        for dev in devices:
+            top = dev["rows"][0] if dev.get("rows") else {}
+            rows.append({**base, "device": dev["device_b"], "a_bytes": dev["a_total"],
+                         "b_bytes": dev["b_total"], "difference": dev["difference"],
+                         "largest_change": top.get("difference"),
+                         "largest_change_site": _label(top.get("site"))})
+    return rows
+
+
 def _ranks_rows(d: dict) -> List[Row]:
     keys = ("rank", "step", "file", "device", "peak_requested_bytes", "end_allocated_bytes",
             "growth_bytes_per_window", "top_suspect_bytes_per_window", "windows", "verdicts",
@@ -173,6 +189,7 @@ _ROWS: Dict[str, Callable[[dict], List[Row]]] = {
     "summary": _summary_rows, "leaks": _leaks_rows, "top": _top_rows, "tree": _tree_rows,
     "oom": _oom_rows, "segments": _segments_rows, "timeline": _timeline_rows,
     "windows": _windows_rows, "compare": _compare_rows, "compare_at": _compare_at_rows,
+    "compare_steps": _compare_steps_rows,
     "ranks": _ranks_rows, "check": _check_rows, "report": _report_rows,
 }
 

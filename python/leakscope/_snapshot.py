@@ -282,7 +282,9 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
     """Two runs side by side: growth per site and end state
     (``leakscope compare A B --json``, schema ``leakscope.compare/3``); with ``at``
     (``"peak"``, ``"end"``, ``"oom"``) what each holds at that point, site by site
-    (``--at``, schema ``leakscope.compare_at/2``: why the peak moved).
+    (``--at``, schema ``leakscope.compare_at/2``: why the peak moved). Two run
+    directories with ``at`` are compared step by step, rank by rank
+    (``leakscope.compare_steps/1``; ``to_pandas()``: a row per step, rank and device).
 
     Example::
 
@@ -290,6 +292,13 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
         leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas().head()
     """
     opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles)
+    dirs = [isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)]
+    if any(dirs):
+        if not (all(dirs) and at):
+            raise ValueError("two run directories are compared step by step at a point: "
+                             "give both directories and at='peak' (or 'end', 'oom')")
+        return Result._from_json("compare_steps", _native.compare_steps(
+            os.fspath(a), os.fspath(b), at, opts))
     return Result._from_json(
         "compare_at" if at else "compare",
         _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts, at))

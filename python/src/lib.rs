@@ -398,6 +398,24 @@ fn compare(
     Ok(r)
 }
 
+/// Two run directories step by step at a point (`leakscope compare RUN_A RUN_B --at`).
+#[pyfunction]
+#[pyo3(signature = (a, b, at_, opts=None))]
+fn compare_steps(
+    py: Python<'_>,
+    a: PathBuf,
+    b: PathBuf,
+    at_: &str,
+    opts: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let o = options(opts)?;
+    let p = at(at_)?;
+    let r = py
+        .detach(|| session::compare_steps(&a, &b, &o, p))
+        .map_err(session_error)?;
+    serde_json::to_string(&r).map_err(json_error)
+}
+
 /// Every rank and step below a directory (`leakscope ranks DIR`).
 #[pyfunction]
 #[pyo3(signature = (dir, opts=None))]
@@ -615,6 +633,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
     m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(load_series, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_steps, m)?)?;
     m.add_function(wrap_pyfunction!(series_files, m)?)?;
     m.add_function(wrap_pyfunction!(export_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(export_perfetto, m)?)?;

@@ -93,3 +93,21 @@ def test_one_file_is_no_series():
     t = _truth("series_control")
     with pytest.raises(ValueError, match="at least 2 files"):
         leakscope.load_series([SCENARIOS / "series_control" / t["files"][0]])
+
+
+def test_two_run_directories_compare_step_by_step(tmp_path):
+    kept, control = _truth("series_kept_per_step"), _truth("series_control")
+    for run, name, t in (("a", "series_control", control), ("b", "series_kept_per_step", kept)):
+        for i, f in enumerate(t["files"]):
+            step = tmp_path / run / f"step{i + 1}"
+            step.mkdir(parents=True)
+            shutil.copy(SCENARIOS / name / f, step / "mem_rank0.pickle")
+    r = leakscope.compare(tmp_path / "a", tmp_path / "b", at="end")
+    assert r.to_dict()["schema"] == "leakscope.compare_steps/1"
+    df = r.to_pandas()
+    want = [b["requested_bytes"] - a["requested_bytes"]
+            for a, b in zip(control["per_file"], kept["per_file"])]
+    assert list(df["difference"]) == want
+    assert set(df["largest_change_site"]) == {kept["kept_site"]}
+    with pytest.raises(ValueError, match="at="):
+        leakscope.compare(tmp_path / "a", tmp_path / "b")
