@@ -42,8 +42,9 @@ impl Default for SeriesOptions<'_> {
 pub const MIN_SERIES_FILES: usize = 2;
 
 impl Session {
-    /// Opens `paths` as a series, in the order of the numbers in their names (`step2`
-    /// before `step10`, as [`natural_order`]): each file the state at the end of one unit
+    /// Opens `paths` as a series, in the order of the numbers in their file names (`step2`
+    /// before `step10`, as [`natural_order`]; the folders only break ties, so where the
+    /// files sit never reorders the steps): each file the state at the end of one unit
     /// of work. Files are read side by side (one per core) a batch at a time, so at
     /// most a core's count of them is held at once besides the stitched trace.
     pub fn open_series(paths: &[PathBuf], opts: SeriesOptions) -> Result<Session, SessionError> {
@@ -57,7 +58,11 @@ impl Session {
         }
         let mut paths = paths.to_vec();
         // A shell's `step*.pickle` gives step10 before step2: the numbers decide.
-        paths.sort_by(|a, b| natural_order(&a.to_string_lossy(), &b.to_string_lossy()));
+        paths.sort_by(|a, b| {
+            let name = |p: &PathBuf| p.file_name().map(|n| n.to_string_lossy().into_owned());
+            natural_order(&name(a).unwrap_or_default(), &name(b).unwrap_or_default())
+                .then_with(|| natural_order(&a.to_string_lossy(), &b.to_string_lossy()))
+        });
         let paths = &paths[..];
         let mut stitcher = Stitcher::default();
         let batch = rayon::current_num_threads().max(1);

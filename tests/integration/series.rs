@@ -159,6 +159,33 @@ fn a_series_is_read_in_the_order_of_the_numbers_in_its_names() {
         truth["kept_site"].as_str().unwrap()
     );
     assert_eq!(d.suspects[0].windows_growing, 5);
+
+    // The file names decide, not the folders: the first step in folder `b`, the rest in
+    // `a`, reads the same.
+    let dir = tempfile::tempdir().unwrap();
+    let moved: Vec<PathBuf> = files
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, f)| {
+            let sub = dir.path().join(if i == 0 { "b" } else { "a" });
+            std::fs::create_dir_all(&sub).unwrap();
+            let to = sub.join(f.file_name().unwrap());
+            std::fs::copy(f, &to).unwrap();
+            to
+        })
+        .collect();
+    let s = Session::open_series(&moved, SeriesOptions::default()).unwrap();
+    let d = &s.leaks(&Options::default()).unwrap().devices[0];
+    assert_eq!(
+        d.suspects[0].site.label,
+        truth["kept_site"].as_str().unwrap()
+    );
+    assert_eq!(d.suspects[0].windows_growing, 5);
+    assert_eq!(
+        d.suspects[0].onset_window,
+        truth["onset_file_index"].as_u64().unwrap() - 1
+    );
 }
 
 /// A run directory with two ranks: `leaks DIR` asks which (exit 2), `leaks DIR --rank 0`
