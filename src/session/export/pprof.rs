@@ -14,6 +14,7 @@ use super::roles::role_name;
 use super::{ExportError, ExportOptions};
 use crate::analysis::leaks::survivors_by_stack;
 use crate::analysis::point::At;
+use crate::attribute::{NO_FRAME, UNTRACED};
 use crate::load::LoadOptions;
 use crate::model::fxhash::FastMap;
 use crate::model::{FrameId, Snapshot, StackId};
@@ -64,14 +65,29 @@ pub struct PprofSummary {
 #[derive(Default)]
 struct Frames {
     index: FastMap<FrameId, u32>,
+    /// The location standing for a stack with no frame, by what it is.
+    pseudo: FastMap<&'static str, u32>,
     frames: Vec<Frame>,
 }
 
 impl Frames {
-    fn stack(&mut self, snap: &Snapshot, stack: StackId) -> Vec<u32> {
-        snap.stacks
-            .get(stack)
-            .iter()
+    /// The frames of `stack`, leaf first; a stack with no frame gets one location named
+    /// for what its memory is (`empty`: untraced, or no Python frame), so every sample
+    /// has a location and viewers' totals are the file's.
+    fn stack(&mut self, snap: &Snapshot, stack: StackId, empty: &'static str) -> Vec<u32> {
+        let ids = snap.stacks.get(stack);
+        if ids.is_empty() {
+            let at = *self.pseudo.entry(empty).or_insert_with(|| {
+                self.frames.push(Frame {
+                    function: empty.to_string(),
+                    filename: String::new(),
+                    line: 0,
+                });
+                (self.frames.len() - 1) as u32
+            });
+            return vec![at];
+        }
+        ids.iter()
             .map(|&f| {
                 *self.index.entry(f).or_insert_with(|| {
                     let fr = snap.frames.get(f);
@@ -186,21 +202,24 @@ fn live_profile(s: &Session, opts: &ExportOptions, at: At) -> Result<Built, Sess
     for (r, p) in runs.iter_mut().zip(points) {
         let Some(p) = p else { continue };
         devices.push(r.device());
-        let mut by_stack: FastMap<(StackId, u8), (u64, u64)> = FastMap::default();
+        // Keyed by stack, role and whether it predates the trace (untraced).
+        let mut by_stack: FastMap<(StackId, u8, bool), (u64, u64)> = FastMap::default();
         for i in r.replay.live_indices(p.event_index) {
             let l = &r.replay.lifetimes[i];
             if r.attr.key(l.stack).is_none() {
                 continue;
             }
-            let e = by_stack.entry((l.stack, r.attr.role(i).0)).or_default();
+            let key = (l.stack, r.attr.role(i).0, l.before_trace());
+            let e = by_stack.entry(key).or_default();
             e.0 = e.0.saturating_add(l.bytes);
             e.1 += 1;
         }
         let mut stacks: Vec<_> = by_stack.into_iter().collect();
         stacks.sort_unstable_by_key(|(k, _)| *k);
-        for ((st, role), (bytes, count)) in stacks {
+        for ((st, role, before), (bytes, count)) in stacks {
+            let empty = if before { UNTRACED } else { NO_FRAME };
             samples.push(Sample {
-                frames: frames.stack(snap, st),
+                frames: frames.stack(snap, st, empty),
                 values: vec![bytes.min(i64::MAX as u64) as i64, count as i64],
                 labels: device_label(r.device()),
                 str_labels: role_label(role_name(&r.attr, role)),
@@ -253,7 +272,7 @@ fn growth_profile(s: &Session, opts: &ExportOptions) -> Result<Built, SessionErr
             let per_window = ((u128::from(sv.bytes) + u128::from(n / 2)) / u128::from(n))
                 .min(i64::MAX as u128) as u64;
             samples.push(Sample {
-                frames: frames.stack(snap, sv.stack),
+                frames: frames.stack(snap, sv.stack, NO_FRAME),
                 values: vec![per_window as i64, sv.windows as i64],
                 labels: device_label(replay.device),
                 str_labels: role_label(role_name(attr, sv.role.0)),
