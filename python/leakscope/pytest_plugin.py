@@ -69,10 +69,12 @@ _MARKERS = {
         "without torch or CUDA."
     ),
     _LEAKS: (
-        f"limit_cuda_leaks(limit, windows='{DEFAULT_WINDOWS}', repeat=3, within=None, "
+        # pytest splits a marker line at its first colon: the signature holds none.
+        "limit_cuda_leaks(limit, windows=DEFAULT_WINDOWS, repeat=3, within=None, "
         "max_entries=100000): run the test body repeat times with the CUDA memory history "
         f"recorded, each run inside record_function('{ANNOTATION}'), and fail when a call "
         "site keeps more than limit (bytes, or a size such as '1 MiB') per window. "
+        f"DEFAULT_WINDOWS is {DEFAULT_WINDOWS}, one window per run. "
         "Skipped without torch or CUDA."
     ),
 }

@@ -122,6 +122,12 @@ def test_markers_are_listed(pytester):
     result.stdout.fnmatch_lines(
         ["@pytest.mark.limit_cuda_memory(limit*", "@pytest.mark.limit_cuda_leaks(limit*"]
     )
+    # Each signature is whole (pytest splits a line at its first colon) and the default
+    # windows are spelled without a stray space.
+    text = result.stdout.str()
+    assert ("limit_cuda_leaks(limit, windows=DEFAULT_WINDOWS, repeat=3, within=None, "
+            "max_entries=100000): run") in text
+    assert "annotation:^leakscope_repeat$" in text
     assert result.ret == 0
 
 

@@ -26,32 +26,36 @@ pub fn case_detail(c: &Case) -> String {
     match &c.name {
         Limit::MaxBytesPerWindow if c.passed => "no suspect grows faster".into(),
         Limit::MaxBytesPerWindow => format!(
-            "{site} grows by {} B per window; stack:\n    {}",
-            c.value,
+            "{site} grows by {} per window; stack:\n    {}",
+            bytes(c.value),
             stack()
         ),
         Limit::ForbiddenSite(_) if c.passed => "no suspect matches".into(),
         Limit::ForbiddenSite(_) => format!(
-            "{site} grows ({}, {} B per window); stack:\n    {}",
+            "{site} grows ({}, {} per window); stack:\n    {}",
             c.kind.map_or("?", |k| k.as_str()),
-            c.value,
+            bytes(c.value),
             stack()
         ),
         Limit::SiteBytesPerWindow(_) if c.site.is_none() => "no matching site grows".into(),
-        Limit::SiteBytesPerWindow(_) => format!("{site} grows by {} B per window", c.value),
-        Limit::SiteEndBytes(_) => format!("matching sites hold {} B at the end", c.value),
+        Limit::SiteBytesPerWindow(_) => {
+            format!("{site} grows by {} per window", bytes(c.value))
+        }
+        Limit::SiteEndBytes(_) => format!("matching sites hold {} at the end", bytes(c.value)),
         Limit::Baseline(_) => format!(
-            "{} B against {} B in the baseline (limit {} B)",
-            c.value,
-            c.baseline.unwrap_or(0),
-            c.limit
+            "{} against {} in the baseline (limit {})",
+            bytes(c.value),
+            bytes(c.baseline.unwrap_or(0)),
+            bytes(c.limit)
         ),
         Limit::PeakRequested | Limit::PeakReserved | Limit::EndAllocated | Limit::EndReserved => {
-            format!("{} B against {} B", c.value, c.limit)
+            format!("{} against {}", bytes(c.value), bytes(c.limit))
         }
-        Limit::PeakRequestedRole(role) => {
-            format!("{role} memory peaks at {} B against {} B", c.value, c.limit)
-        }
+        Limit::PeakRequestedRole(role) => format!(
+            "{role} memory peaks at {} against {}",
+            bytes(c.value),
+            bytes(c.limit)
+        ),
     }
 }
 
@@ -60,21 +64,29 @@ pub fn case_detail(c: &Case) -> String {
 pub fn text(r: &CheckReport, style: Style) -> String {
     let mut o = String::new();
     for f in &r.files {
-        let failed: usize = f
-            .devices
-            .iter()
-            .map(|d| d.cases.iter().filter(|c| !c.passed).count())
-            .sum();
+        let count = |judged: bool| -> usize {
+            f.devices
+                .iter()
+                .map(|d| {
+                    d.cases
+                        .iter()
+                        .filter(|c| !c.passed && c.unjudged.is_none() == judged)
+                        .count()
+                })
+                .sum()
+        };
+        let (failed, unjudged) = (count(true), count(false));
         let _ = writeln!(
             o,
             "{}",
             style.bold(&format!(
                 "{}: {}",
                 terminal_text(&f.file),
-                if failed == 0 {
-                    "within budget".to_string()
-                } else {
-                    format!("{failed} limit(s) not met")
+                match (failed, unjudged) {
+                    (0, 0) => "within budget".to_string(),
+                    (n, 0) => format!("{n} limit(s) not met"),
+                    (0, u) => format!("{u} limit(s) could not be judged"),
+                    (n, u) => format!("{n} limit(s) not met, {u} could not be judged"),
                 }
             ))
         );
@@ -85,14 +97,25 @@ pub fn text(r: &CheckReport, style: Style) -> String {
             }
             let indent = if several { "    " } else { "  " };
             for c in &d.cases {
-                let _ = writeln!(
-                    o,
-                    "{indent}{} {}: {} (limit {})",
-                    if c.passed { "ok  " } else { "FAIL" },
-                    terminal_text(&c.name.to_string()),
-                    bytes(c.value),
-                    bytes(c.limit)
-                );
+                // A limit that could not be judged has no number to show: it is neither
+                // met nor exceeded, so it says so instead of FAIL beside a 0.
+                let _ = match c.unjudged {
+                    Some(_) => writeln!(
+                        o,
+                        "{indent}{} {}: not judged (limit {})",
+                        style.bold("????"),
+                        terminal_text(&c.name.to_string()),
+                        bytes(c.limit)
+                    ),
+                    None => writeln!(
+                        o,
+                        "{indent}{} {}: {} (limit {})",
+                        if c.passed { "ok  " } else { "FAIL" },
+                        terminal_text(&c.name.to_string()),
+                        bytes(c.value),
+                        bytes(c.limit)
+                    ),
+                };
                 if !c.passed {
                     let pad = format!("{indent}     ");
                     let _ = writeln!(

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::bytes;
 use super::check::case_detail;
 use crate::session::CheckReport;
 
@@ -53,7 +54,7 @@ pub fn junit(r: &CheckReport) -> String {
                     "\n      <failure message=\"{}\">{}</failure>\n    ",
                     match c.unjudged {
                         Some(_) => "not checked: no per-window verdicts".to_string(),
-                        None => format!("{} exceeds {}", c.value, c.limit),
+                        None => format!("{} exceeds {}", bytes(c.value), bytes(c.limit)),
                     },
                     xml_escape(&case_detail(c))
                 );

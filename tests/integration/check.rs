@@ -66,7 +66,9 @@ fn the_control_passes_and_each_leak_fails_naming_site_and_rate() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("torch_functional.py:129:logprobs_from_logits_flash_attn grows by 8192 B"),
+        out.contains(
+            "torch_functional.py:129:logprobs_from_logits_flash_attn grows by 8.00 KiB per window"
+        ),
         "{out}"
     );
 }
@@ -104,6 +106,14 @@ fn growth_limits_fail_where_the_trace_gives_no_verdicts() {
         text.contains("cannot be checked: no per-window verdicts"),
         "{text}"
     );
+    // Not judged is not FAIL beside a number: the two growth limits say so, the memory
+    // limit is met.
+    assert!(
+        text.contains("leaks.max_bytes_per_window: not judged (limit 1.00 GiB)"),
+        "{text}"
+    );
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(text.contains("2 limit(s) could not be judged"), "{text}");
     let dir = tempfile::tempdir().unwrap();
     let j = dir.path().join("junit.xml");
     check(
@@ -245,6 +255,13 @@ peak_requested = "40 GiB"
     }
     assert_eq!(suites[0].attribute("failures"), Some("0"));
     assert_eq!(suites[1].attribute("failures"), Some("1"));
+    // The failure message gives sizes as the text does, not raw bytes.
+    let failure = suites[1]
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap();
+    let message = failure.attribute("message").unwrap();
+    assert!(message.ends_with(" exceeds 1.00 MiB"), "{message}");
 }
 
 /// The documented example budget parses, with every limit as the hand-computed bytes.
