@@ -25,7 +25,7 @@ use crate::model::StackId;
 use crate::model::fxhash::FastMap;
 use crate::model::size::sum_sizes;
 use crate::replay::{Lifetime, Origin, Replay};
-use crate::windows::{Candidate, Quality, WindowCursor, Windows};
+use crate::windows::{Candidate, Quality, WindowCursor, WindowSource, Windows};
 
 /// Options of the leak finder.
 ///
@@ -180,7 +180,7 @@ pub struct Group {
 #[derive(Clone, Debug, Serialize)]
 pub struct WindowInfo {
     /// Where they came from.
-    pub source: String,
+    pub source: WindowSource,
     /// What was matched.
     pub detail: String,
     /// Why these (for `auto`: the figures that made them win).
@@ -209,13 +209,13 @@ pub const CANDIDATES_SHOWN: usize = 12;
 impl WindowInfo {
     /// Whether these are a series of snapshots' windows.
     pub fn is_series(&self) -> bool {
-        self.source == crate::windows::SERIES_SOURCE
+        self.source == WindowSource::Snapshots
     }
 
     /// The facts of `w`.
     pub fn of(w: &Windows) -> WindowInfo {
         WindowInfo {
-            source: w.source.clone(),
+            source: w.source,
             detail: w.detail.clone(),
             reason: w.reason.clone(),
             spec: w.spec.clone(),
@@ -236,24 +236,24 @@ impl WindowInfo {
 
 /// What one of `w`'s windows is, in a word or two.
 fn unit_of(w: &Windows) -> String {
-    match w.source.as_str() {
-        "annotation" => {
+    match w.source {
+        WindowSource::Annotation => {
             let d = w.detail.trim_start_matches('^').trim_end_matches('$');
             d.trim_end_matches("\\d+")
                 .trim_end_matches(['_', '#'])
                 .to_string()
         }
-        "metadata" => "user_metadata value".into(),
-        "frame" => format!(
+        WindowSource::Metadata => "user_metadata value".into(),
+        WindowSource::Frame => format!(
             "entry into {}",
             w.detail.trim_start_matches('^').trim_end_matches('$')
         ),
-        "site" => format!(
+        WindowSource::Site => format!(
             "allocation at {}",
             w.detail.split(" via ").next().unwrap_or("")
         ),
-        "every" => format!("{} events", w.detail),
-        crate::windows::SERIES_SOURCE => "snapshot".into(),
+        WindowSource::Every => format!("{} events", w.detail),
+        WindowSource::Snapshots => "snapshot".into(),
         _ => "whole trace".into(),
     }
 }

@@ -376,7 +376,7 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
                 "{}<div class=\"sub\">{} windows ({})</div>",
                 suspects,
                 count(d.leaks.windows.count),
-                escape(&d.leaks.windows.source)
+                d.leaks.windows.source
             )
         } else {
             "no verdicts<div class=\"sub\">no repeated unit of work in the trace</div>".into()
@@ -533,7 +533,7 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
         h,
         "<section class=\"leaks-section\"><h2>Growth per window</h2><p id=\"windows-{n}\">{} windows from {}: {}</p>",
         count(l.windows.count),
-        escape(&l.windows.source),
+        l.windows.source,
         escape(&l.windows.reason)
     );
     if let Some(warn) = l.windows.quality.as_ref().and_then(super::windows::warning) {

@@ -7,6 +7,7 @@ use crate::analysis::compare::{CompareWarning, DeviceCompare};
 use crate::analysis::leaks::NoVerdicts;
 use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
 use crate::analysis::top::TopRow;
+use crate::attribute::GroupBy;
 use crate::session::{CompareReport, LeaksReport};
 
 fn release(g: &Growth, series: bool) -> String {
@@ -32,36 +33,55 @@ pub fn text(r: &LeaksReport, style: Style) -> String {
     })
 }
 
+/// What the trace misses when it wrapped, and what that means for the tables.
+const WRAPPED: &str = "the trace misses its start (memory alive when recording began, or a \
+                       ring buffer that wrapped): that memory shows as <untraced>";
+
+/// What a window is, in a few words: `units of work (entries into forward_step)`. The
+/// search's figures are under `leakscope windows`.
+fn windows_unit(w: &crate::analysis::leaks::WindowInfo) -> String {
+    use crate::windows::WindowSource;
+    // Paths make the line long; the file's name and line say where.
+    let short = |u: &str| {
+        let (head, site) = u.split_once(" at ").unwrap_or(("", u));
+        let site = site.rsplit('/').next().unwrap_or(site);
+        format!("{head}s at {site}")
+    };
+    match w.source {
+        WindowSource::Annotation => format!("{} (annotations)", w.unit),
+        WindowSource::Metadata => "values of user_metadata".into(),
+        WindowSource::Frame => format!("units of work ({})", w.unit.replace("entry", "entries")),
+        WindowSource::Site => format!("units of work ({})", short(&w.unit)),
+        WindowSource::Every => format!("every {}", w.unit),
+        WindowSource::Snapshots => "one per snapshot after the first".into(),
+        _ => w.unit.clone(),
+    }
+}
+
 fn header(r: &DeviceLeaks) -> String {
+    let wrapped = if r.trace.wrapped {
+        format!("\n  {WRAPPED}")
+    } else {
+        String::new()
+    };
     if !r.windows.verdicts {
         return format!(
-            "device {}: {} events, the whole trace one window{}\n",
+            "device {}: {} events, the whole trace one window{wrapped}\n",
             r.device,
             count(r.trace.events),
-            if r.trace.wrapped {
-                "; the trace misses part of the history"
-            } else {
-                ""
-            }
         );
     }
     format!(
-        "device {}: {} windows ({}{}), {} events{}\n  windows: {}\n",
+        "device {}: {} windows: {}, {} events{}{wrapped}\n",
         r.device,
         count(r.windows.count),
-        r.windows.unit,
+        terminal_text(&windows_unit(&r.windows)),
+        count(r.trace.events),
         if r.units_differ {
             "; other devices are judged per another unit: their rates are not alike"
         } else {
             ""
         },
-        count(r.trace.events),
-        if r.trace.wrapped {
-            "; the trace misses part of the history"
-        } else {
-            ""
-        },
-        terminal_text(&r.windows.reason),
     )
 }
 
@@ -131,6 +151,14 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
         if let Some(meaning) = roles_meaning(&roles) {
             let _ = writeln!(o, "  group {} ({}): {meaning}", gr.id, roles.join(", "));
         }
+    }
+    // Sites are often a library's frames; the user's own line is one option away.
+    if by != GroupBy::User.name() {
+        let _ = writeln!(
+            o,
+            "  --by user names the first frame of your own code for each (where the memory \
+             was asked for or kept), --by role what it is"
+        );
     }
 }
 
@@ -374,7 +402,7 @@ fn device_compare_text(r: &DeviceCompare, style: Style) -> String {
             terminal_text(&s.file),
             s.device,
             s.windows.count,
-            terminal_text(&s.windows.source)
+            s.windows.source
         );
     }
     o.push('\n');

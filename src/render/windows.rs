@@ -120,7 +120,7 @@ fn device_text(w: &Windows, style: Style) -> String {
         "device {}: {} windows from {}: {}",
         w.device,
         count(w.len() as u64),
-        terminal_text(&w.source),
+        w.source,
         terminal_text(&w.reason)
     );
     if let Some(q) = &w.quality {

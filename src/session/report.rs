@@ -80,7 +80,7 @@ pub struct Marker {
 #[derive(Clone, Debug, Serialize)]
 pub struct WindowMarks {
     /// How the windows were found (as `leaks` reports it).
-    pub source: String,
+    pub source: crate::windows::WindowSource,
     /// Windows in all.
     pub count: u64,
     /// Start events of the windows drawn (all of them up to the report's limit).
@@ -239,7 +239,7 @@ fn window_marks(windows: &Windows, opts: &ReportOptions) -> WindowMarks {
         .max(1);
     let picked: Vec<usize> = (0..windows.len()).step_by(step).collect();
     WindowMarks {
-        source: windows.source.clone(),
+        source: windows.source,
         count: windows.len() as u64,
         starts: picked.iter().map(|&w| windows.starts[w]).collect(),
         names: picked

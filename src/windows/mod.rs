@@ -20,6 +20,7 @@
 
 mod quality;
 mod set;
+mod source;
 mod sources;
 mod spec;
 
@@ -33,7 +34,8 @@ pub use quality::{
     Allocations, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE, MIN_SAME_WORK,
     MIN_SELF_FREED, MIN_WINDOWS, Quality,
 };
-pub use set::{Candidate, SERIES_SOURCE, WindowCursor, Windows};
+pub use set::{Candidate, WindowCursor, Windows};
+pub use source::WindowSource;
 pub use sources::annotation_spans;
 pub use spec::{SpecError, WindowSpec, Within};
 
@@ -63,7 +65,7 @@ pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attri
         WindowSpec::Frame(re) => Some(sources::frame_family(snap, device, attr, re)),
         WindowSpec::Site(re) => Some(sources::site_family(snap, device, re)),
         WindowSpec::Every(n) => Some(Family {
-            source: "every",
+            source: WindowSource::Every,
             detail: n.to_string(),
             starts: (0..events).step_by(*n as usize).collect(),
             names: Vec::new(),
@@ -103,7 +105,7 @@ fn build(
     };
     Windows {
         device,
-        source: f.source.into(),
+        source: f.source,
         detail: f.detail,
         reason,
         spec: Some(f.spec),
@@ -126,7 +128,7 @@ pub fn of_series(device: i64, starts: Vec<u32>, events: u32, files: &[String]) -
     let n = starts.len();
     Windows {
         device,
-        source: SERIES_SOURCE.into(),
+        source: WindowSource::Snapshots,
         detail: format!("{} files", files.len()),
         reason: if n >= 2 {
             "one window per file after the first: what changed since the file before".into()
@@ -176,7 +178,7 @@ impl SeriesWindows {
 fn whole_trace(device: i64, events: u32, reason: String, candidates: Vec<Candidate>) -> Windows {
     Windows {
         device,
-        source: "whole-trace".into(),
+        source: WindowSource::WholeTrace,
         detail: String::new(),
         reason,
         spec: None,
@@ -289,7 +291,7 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
             // Annotations are the program's own marks of its units of work: what comes
             // before the first (warm-up, graph capture, set-up) is not work it marked, so
             // they need not cover the trace.
-            if f.source == "annotation" {
+            if f.source == WindowSource::Annotation {
                 quality
                     .failed
                     .retain(|x| !matches!(x, Failure::LowCoverage { .. }));
@@ -381,9 +383,9 @@ fn chosen(device: i64, events: u32, measured: Vec<Measured>, c: Choice, guessed:
         return whole_trace(device, events, String::new(), candidates);
     };
     let what = match family.source {
-        "annotation" => format!("annotation family `{}`", family.detail),
-        "metadata" => "changes of user_metadata".to_string(),
-        "frame" => format!(
+        WindowSource::Annotation => format!("annotation family `{}`", family.detail),
+        WindowSource::Metadata => "changes of user_metadata".to_string(),
+        WindowSource::Frame => format!(
             "entries into `{}`",
             family.detail.trim_start_matches('^').trim_end_matches('$')
         ),

@@ -4,13 +4,14 @@
 use serde::Serialize;
 
 use super::quality::Quality;
+use super::source::WindowSource;
 
 /// A family of windows `auto` weighed, with its figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct Candidate {
     /// `annotation`, `metadata`, `frame` (entries into a function) or `site` (the
     /// allocations of one call site).
-    pub source: String,
+    pub source: WindowSource,
     /// The annotation family, the function (as a `--windows frame:` pattern), the site.
     pub detail: String,
     /// The `--windows` value that gives these windows.
@@ -24,8 +25,8 @@ pub struct Candidate {
 pub struct Windows {
     /// The device.
     pub device: i64,
-    /// `annotation`, `metadata`, `frame`, `every` or `whole-trace`.
-    pub source: String,
+    /// Where they come from.
+    pub source: WindowSource,
     /// What was matched, in words (the annotation pattern, the function, N).
     pub detail: String,
     /// Why this source was chosen (for `auto`) or how it was read.
@@ -57,13 +58,10 @@ pub struct Windows {
     pub candidates: Vec<Candidate>,
 }
 
-/// The `source` of a series of snapshots' windows (one per file after the first).
-pub const SERIES_SOURCE: &str = "snapshots";
-
 impl Windows {
     /// Whether these are a series of snapshots' windows (not cut from a trace).
     pub fn is_series(&self) -> bool {
-        self.source == SERIES_SOURCE
+        self.source == WindowSource::Snapshots
     }
 
     /// Number of windows.
@@ -170,7 +168,7 @@ mod tests {
     fn windows(starts: Vec<u32>, ends: Vec<u32>, events: u32) -> Windows {
         Windows {
             device: 0,
-            source: String::new(),
+            source: WindowSource::WholeTrace,
             detail: String::new(),
             reason: String::new(),
             spec: None,

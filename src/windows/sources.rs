@@ -3,6 +3,7 @@
 //! each function, and the allocations of each call site (a boundary that recurs once per
 //! unit of work, where no frame names one).
 
+use super::source::WindowSource;
 use regex::Regex;
 
 use crate::attribute::{Attributor, is_python};
@@ -13,7 +14,7 @@ use crate::model::{Action, Snapshot, StackId, StrId, TimedEvents};
 #[derive(Clone, Debug)]
 pub(super) struct Family {
     /// `annotation`, `metadata`, `frame` or `site`.
-    pub source: &'static str,
+    pub source: WindowSource,
     /// The annotation family or pattern, the function, the call site.
     pub detail: String,
     /// Event index of each window's start, increasing.
@@ -25,7 +26,7 @@ pub(super) struct Family {
 }
 
 impl Family {
-    fn new(source: &'static str, detail: String, starts: Vec<u32>) -> Family {
+    fn new(source: WindowSource, detail: String, starts: Vec<u32>) -> Family {
         Family {
             source,
             spec: format!("{source}:{detail}"),
@@ -124,7 +125,7 @@ pub(super) fn annotation_families(
         .into_iter()
         .filter(|(_, ws)| !ws.is_empty())
         .map(|(detail, ws)| Family {
-            source: "annotation",
+            source: WindowSource::Annotation,
             spec: match pattern {
                 Some(re) => format!("annotation:{}", re.as_str()),
                 None => format!("annotation:{}", name_pattern(&ws[0].1)),
@@ -156,7 +157,7 @@ pub(super) fn metadata_family(snap: &Snapshot, device: i64) -> Option<Family> {
         }
     }
     (starts.len() >= 2).then(|| Family {
-        source: "metadata",
+        source: WindowSource::Metadata,
         detail: "user_metadata".into(),
         spec: "metadata".into(),
         starts,
@@ -251,7 +252,7 @@ pub(super) fn frame_family(snap: &Snapshot, device: i64, attr: &Attributor, re: 
         .collect();
     starts.sort_unstable();
     starts.dedup();
-    Family::new("frame", re.as_str().to_string(), starts)
+    Family::new(WindowSource::Frame, re.as_str().to_string(), starts)
 }
 
 /// A family per Python function: its entries.
@@ -260,7 +261,11 @@ pub(super) fn function_families(snap: &Snapshot, device: i64, attr: &Attributor)
         .into_iter()
         .map(|(name, starts)| {
             let name = snap.strings.get(StrId(name));
-            Family::new("frame", format!("^{}$", regex::escape(name)), starts)
+            Family::new(
+                WindowSource::Frame,
+                format!("^{}$", regex::escape(name)),
+                starts,
+            )
         })
         .collect();
     out.sort_by(|a, b| a.detail.cmp(&b.detail));
@@ -281,7 +286,7 @@ pub(super) fn site_families(snap: &Snapshot, device: i64) -> Vec<Family> {
         .enumerate()
         .map(|(c, starts)| {
             let (name, pattern) = std::mem::take(&mut names[c]);
-            Family::new("site", name, starts).with_spec(format!("site:{pattern}"))
+            Family::new(WindowSource::Site, name, starts).with_spec(format!("site:{pattern}"))
         })
         .collect();
     out.sort_by(|a, b| a.detail.cmp(&b.detail));
@@ -297,7 +302,7 @@ pub(super) fn site_family(snap: &Snapshot, device: i64, re: &Regex) -> Family {
         .flatten()
         .collect();
     starts.sort_unstable();
-    Family::new("site", re.as_str().to_string(), starts)
+    Family::new(WindowSource::Site, re.as_str().to_string(), starts)
 }
 
 /// Separates a stack's frames, innermost first.

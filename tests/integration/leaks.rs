@@ -367,7 +367,7 @@ fn windows_of(path: &std::path::Path, device: i64, spec: &str) -> Windows {
 fn window_sources() {
     let control = fixture("scenarios/control_no_leak.pickle");
     let auto = windows_of(&control, 0, "auto");
-    assert_eq!(auto.source, "annotation");
+    assert_eq!(auto.source.as_str(), "annotation");
     assert_eq!(auto.len(), 24, "3 mini-batches x 8 micro-batches");
     assert!(auto.verdicts);
     let mini = windows_of(&control, 0, "annotation:^mini_batch");
@@ -382,14 +382,15 @@ fn window_sources() {
     let none = windows_of(&pp, 0, "annotation");
     assert_eq!(none.len(), 1);
     assert_eq!(
-        none.source, "whole-trace",
+        none.source.as_str(),
+        "whole-trace",
         "no annotations: one window, said so"
     );
     assert!(!none.verdicts, "and no verdicts on it");
 
     // user_metadata in fixtures/gen/tiny_encodings.py: "mb0" from event 2, "mb1" from 6.
     let md = windows_of(&fixture("encodings/tiny_protocol4.pickle"), 0, "metadata");
-    assert_eq!(md.source, "metadata");
+    assert_eq!(md.source.as_str(), "metadata");
     assert_eq!(md.starts, vec![2, 6]);
     assert_eq!(md.names, vec!["mb0".to_string(), "mb1".to_string()]);
 }
@@ -463,7 +464,7 @@ fn corpus_device(name: &str, r: &DeviceLeaks) {
         );
     }
     if name.contains("bcrafton") {
-        assert_eq!(r.windows.source, "frame", "{name}");
+        assert_eq!(r.windows.source.as_str(), "frame", "{name}");
         assert!(r.windows.verdicts, "{name}");
         assert!(r.windows.reason.contains("units of work"), "{name}");
     }

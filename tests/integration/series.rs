@@ -45,7 +45,7 @@ fn the_stitched_trace_holds_each_files_state_at_its_window_end() {
         let r = &mut runs[0];
         let w = r.windows().clone();
         assert_eq!(w.len(), per_file.len() - 1, "{name}: one window per change");
-        assert_eq!(w.source, "snapshots");
+        assert_eq!(w.source.as_str(), "snapshots");
         let snap = s.snapshot();
         let requested_after = |events: u32| -> u64 {
             if events == 0 {
