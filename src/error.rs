@@ -180,3 +180,100 @@ pub enum WriteError {
         message: String,
     },
 }
+
+/// What kind of failure an error is, whatever its words: what scripts, the Python
+/// package (one exception class each) and the rows of a run decide on. A reworded message
+/// never changes behaviour.
+///
+/// ```
+/// use leakscope::{ErrorKind, LoadErrorKind};
+/// let e = LoadErrorKind::Truncated { offset: 10, what: "a string" };
+/// assert_eq!(e.kind(), ErrorKind::Truncated);
+/// assert_eq!(ErrorKind::NotASnapshot.as_str(), "not_a_snapshot");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input could not be opened or read (missing, a directory, not a regular file,
+    /// permissions).
+    Io,
+    /// Readable data that is not a memory snapshot (another format, other JSON).
+    NotASnapshot,
+    /// A snapshot cut short, or changed while it was read.
+    Truncated,
+    /// A snapshot whose bytes or fields are wrong (corrupt pickle, JSON, compression,
+    /// cache, fields of the wrong shape).
+    Corrupt,
+    /// A pickle that would import or call code: never executed.
+    Unsafe,
+    /// Past a limit on decompressed bytes or on the memory a file may build.
+    TooLarge,
+    /// A request that does not fit the input (no such device, point or window, too few
+    /// files): the input is fine, the arguments are not.
+    Usage,
+    /// An output that could not be written.
+    Write,
+}
+
+impl ErrorKind {
+    /// The word JSON and the Python package use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Io => "io",
+            ErrorKind::NotASnapshot => "not_a_snapshot",
+            ErrorKind::Truncated => "truncated",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::Unsafe => "unsafe",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::Usage => "usage",
+            ErrorKind::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl LoadErrorKind {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LoadErrorKind::Io(_) | LoadErrorKind::Directory | LoadErrorKind::NotRegular(_) => {
+                ErrorKind::Io
+            }
+            LoadErrorKind::UnknownFormat(_) | LoadErrorKind::NotASnapshot(_) => {
+                ErrorKind::NotASnapshot
+            }
+            LoadErrorKind::Truncated { .. } | LoadErrorKind::Changed => ErrorKind::Truncated,
+            LoadErrorKind::Forbidden { .. } => ErrorKind::Unsafe,
+            LoadErrorKind::TooLarge { .. } | LoadErrorKind::MemoryBound { .. } => {
+                ErrorKind::TooLarge
+            }
+            LoadErrorKind::InDecompressed { inner, .. } => inner.kind(),
+            LoadErrorKind::BadOpcode { .. }
+            | LoadErrorKind::Malformed { .. }
+            | LoadErrorKind::Schema { .. }
+            | LoadErrorKind::Json(_)
+            | LoadErrorKind::Cache(_)
+            | LoadErrorKind::Decompress { .. } => ErrorKind::Corrupt,
+        }
+    }
+}
+
+impl LoadError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind.kind()
+    }
+}
+
+impl WriteError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Write
+    }
+}

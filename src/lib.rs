@@ -48,7 +48,7 @@ pub mod replay;
 pub mod session;
 pub mod windows;
 
-pub use error::{LoadError, LoadErrorKind};
+pub use error::{ErrorKind, LoadError, LoadErrorKind};
 pub use load::{LoadOptions, load_bytes, load_path};
 pub use model::Snapshot;
 pub use session::{Options, Session, SessionError};

@@ -5,9 +5,6 @@ from typing import Any, Dict, List, Optional, Tuple
 
 __version__: str
 
-class SnapshotError(ValueError):
-    """A file or object that is not a readable memory snapshot."""
-
 class NativeSession:
     @property
     def name(self) -> str: ...

@@ -306,7 +306,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
 
 def ranks(directory: PathLike, windows: str = "auto") -> Result:
     """A whole run: every rank and step below ``directory``
-    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/4``).
+    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/5``).
 
     Example::
 

@@ -11,29 +11,37 @@ use leakscope::attribute::roles::RoleRules;
 use leakscope::budget::{Baseline, Budget};
 use leakscope::render;
 use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
-use leakscope::{LoadError, LoadOptions};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use leakscope::{ErrorKind, LoadError, LoadOptions};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-create_exception!(
-    _native,
-    SnapshotError,
-    PyValueError,
-    "A file or object that is not a readable memory snapshot: the message names the file, \
-     the byte offset or trace entry, and what was expected."
-);
+/// The Python exception for a library error of `kind`: `leakscope._errors.error` picks
+/// the class (one per kind, under `LeakscopeError`), so the mapping is said once.
+fn kind_error(kind: ErrorKind, message: String) -> PyErr {
+    Python::attach(|py| {
+        let made = py
+            .import("leakscope._errors")
+            .and_then(|m| m.getattr("error"))
+            .and_then(|f| f.call1((kind.as_str(), message)));
+        match made {
+            Ok(e) => PyErr::from_value(e),
+            Err(e) => e,
+        }
+    })
+}
+
+/// A bad argument: `leakscope.UsageError` (a `ValueError`).
+fn usage(message: String) -> PyErr {
+    kind_error(ErrorKind::Usage, message)
+}
 
 fn load_error(e: LoadError) -> PyErr {
-    SnapshotError::new_err(e.to_string())
+    kind_error(e.kind(), e.to_string())
 }
 
 fn session_error(e: SessionError) -> PyErr {
-    match e {
-        SessionError::Load(l) => load_error(l),
-        other => PyValueError::new_err(other.to_string()),
-    }
+    kind_error(e.kind(), e.to_string())
 }
 
 fn json_error(e: serde_json::Error) -> PyErr {
@@ -46,7 +54,7 @@ where
 {
     value
         .parse()
-        .map_err(|e| PyValueError::new_err(format!("{what}={value:?}: {e}")))
+        .map_err(|e| usage(format!("{what}={value:?}: {e}")))
 }
 
 /// An option of the dict, `None` when absent or `None`.
@@ -58,7 +66,7 @@ where
         Some(v) if !v.is_none() => v
             .extract::<T>()
             .map(Some)
-            .map_err(|_| PyValueError::new_err(format!("{key}: wrong type ({v})"))),
+            .map_err(|_| usage(format!("{key}: wrong type ({v})"))),
         _ => Ok(None),
     }
 }
@@ -74,11 +82,11 @@ fn regex(o: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<regex::Regex>> {
 fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
     let text = leakscope::files::read_small_text(path).map_err(|e| match e {
         leakscope::files::SmallTextError::Io(io) => PyErr::from(io),
-        other => PyValueError::new_err(format!("roles={}: {other}", path.display())),
+        other => usage(format!("roles={}: {other}", path.display())),
     })?;
     RoleRules::from_toml(&text)
         .map(Arc::new)
-        .map_err(|e| PyValueError::new_err(format!("roles={}: {e}", path.display())))
+        .map_err(|e| usage(format!("roles={}: {e}", path.display())))
 }
 
 /// The session's options from the keyword arguments the Python methods take (strings as
@@ -215,8 +223,7 @@ impl NativeSession {
         at_: &str,
     ) -> PyResult<String> {
         let (o, a) = (options(opts)?, at(at_)?);
-        o.by.for_tree()
-            .map_err(|e| PyValueError::new_err(format!("by: {e}")))?;
+        o.by.for_tree().map_err(|e| usage(format!("by: {e}")))?;
         let s = &self.inner;
         let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
         render::json::tree(&r).map_err(json_error)
@@ -433,7 +440,7 @@ fn ranks(py: Python<'_>, dir: PathBuf, opts: Option<&Bound<'_, PyDict>>) -> PyRe
 fn discover(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
     let (found, skipped) = py
         .detach(|| session::discover(&dir))
-        .map_err(|e| PyValueError::new_err(format!("{}: {e}", dir.display())))?;
+        .map_err(|e| usage(format!("{}: {e}", dir.display())))?;
     serde_json::to_string(&serde_json::json!({"files": found, "skipped": skipped}))
         .map_err(json_error)
 }
@@ -449,18 +456,18 @@ fn analyse_file(
     threads: bool,
 ) -> PyResult<String> {
     let f: session::Found =
-        serde_json::from_str(found).map_err(|e| PyValueError::new_err(format!("found: {e}")))?;
+        serde_json::from_str(found).map_err(|e| usage(format!("found: {e}")))?;
     let o = options(opts)?;
     let r = py.detach(|| session::analyse_file(&f, &o, threads));
     serde_json::to_string(&r).map_err(json_error)
 }
 
-/// A run's report (`leakscope.ranks/4`) from its files' rows (JSON list), computed
+/// A run's report (`leakscope.ranks/5`) from its files' rows (JSON list), computed
 /// wherever: outliers flagged, trends drawn.
 #[pyfunction]
 fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
     let rows: Vec<leakscope::analysis::ranks::RankRow> =
-        serde_json::from_str(rows).map_err(|e| PyValueError::new_err(format!("rows: {e}")))?;
+        serde_json::from_str(rows).map_err(|e| usage(format!("rows: {e}")))?;
     let r = session::merge_ranks(&dir, rows, skipped).map_err(session_error)?;
     serde_json::to_string(&r).map_err(json_error)
 }
@@ -521,20 +528,11 @@ fn export_pprof(
     exported(py.detach(|| session::export_pprof(&path, &out, &opts)))
 }
 
-/// An export's summary as JSON, or its error: unreadable input as `SnapshotError`, a
-/// request that does not fit the file as `ValueError`, a file that cannot be written as
-/// `OSError`.
+/// An export's summary as JSON, or its error as the exception of its kind.
 fn exported<T: serde::Serialize>(r: Result<T, session::ExportError>) -> PyResult<String> {
     match r {
         Ok(written) => serde_json::to_string(&written).map_err(json_error),
-        Err(e @ session::ExportError::NothingRead { .. }) => {
-            Err(SnapshotError::new_err(e.to_string()))
-        }
-        Err(session::ExportError::Session(e)) => Err(session_error(e)),
-        Err(e @ session::ExportError::Io { .. }) | Err(e @ session::ExportError::OutDir { .. }) => {
-            Err(pyo3::exceptions::PyOSError::new_err(e.to_string()))
-        }
-        Err(e) => Err(PyRuntimeError::new_err(e.to_string())),
+        Err(e) => Err(kind_error(e.kind(), e.to_string())),
     }
 }
 
@@ -551,12 +549,11 @@ fn check(
     windows: Option<&str>,
     roles: Option<PathBuf>,
 ) -> PyResult<(String, String)> {
-    let budget =
-        Budget::parse(budget).map_err(|e| PyValueError::new_err(format!("budget: {e}")))?;
+    let budget = Budget::parse(budget).map_err(|e| usage(format!("budget: {e}")))?;
     let baseline = baseline
         .map(Baseline::from_json)
         .transpose()
-        .map_err(|e| PyValueError::new_err(format!("baseline: {e}")))?;
+        .map_err(|e| usage(format!("baseline: {e}")))?;
     let windows = windows.map(|w| parse(w, "windows")).transpose()?;
     let mut base = Options::default();
     if let Some(p) = roles {
@@ -598,10 +595,7 @@ fn write_output(
         files.add(src);
     }
     py.detach(|| leakscope::files::write_whole(&files, &path, data))
-        .map_err(|e| match e {
-            leakscope::files::OutputError::IsInput { .. } => PyValueError::new_err(e.to_string()),
-            other => pyo3::exceptions::PyOSError::new_err(other.to_string()),
-        })
+        .map_err(|e| kind_error(e.kind(), e.to_string()))
 }
 
 /// A budget's or baseline's text, read with the library's size limit.
@@ -609,7 +603,7 @@ fn write_output(
 fn read_small_text(path: PathBuf) -> PyResult<String> {
     leakscope::files::read_small_text(&path).map_err(|e| match e {
         leakscope::files::SmallTextError::Io(io) => PyErr::from(io),
-        other => PyValueError::new_err(format!("cannot read {}: {other}", path.display())),
+        other => usage(format!("cannot read {}: {other}", path.display())),
     })
 }
 
@@ -621,7 +615,6 @@ fn default_max_decompressed_bytes() -> u64 {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("SnapshotError", m.py().get_type::<SnapshotError>())?;
     m.add_class::<NativeSession>()?;
     m.add_function(wrap_pyfunction!(load_path, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;

@@ -93,8 +93,33 @@ def test_a_truncated_file_names_the_byte(tmp_path):
     with pytest.raises(leakscope.SnapshotError) as e:
         leakscope.load(cut)
     assert isinstance(e.value, ValueError)
+    assert isinstance(e.value, leakscope.LeakscopeError)
+    assert e.value.kind == "truncated"
+    # Shown where users see it, not as a private module's class.
+    assert f"{type(e.value).__module__}.{type(e.value).__qualname__}" == "leakscope.SnapshotError"
     assert "cut.pickle" in str(e.value)
     assert f"byte {len(raw) // 2}" in str(e.value)
+
+
+def test_each_kind_of_failure_is_its_class(tmp_path):
+    """A file that is not there is a ReadError (an OSError), a pickle that would call code
+    an unsafe SnapshotError, a device the file lacks a UsageError (a ValueError): all under
+    LeakscopeError, each with the library's kind."""
+    with pytest.raises(leakscope.ReadError) as e:
+        leakscope.load(tmp_path / "missing.pickle")
+    assert isinstance(e.value, OSError) and e.value.kind == "io"
+    evil = tmp_path / "evil.pickle"
+    evil.write_bytes(b"\x80\x04cos\nsystem\n.")
+    with pytest.raises(leakscope.SnapshotError) as e:
+        leakscope.load(evil)
+    assert e.value.kind == "unsafe"
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle")
+    with pytest.raises(leakscope.UsageError) as e:
+        snap.top(device=7)
+    assert isinstance(e.value, ValueError) and e.value.kind == "usage"
+    for cls in (leakscope.ReadError, leakscope.SnapshotError, leakscope.UsageError,
+                leakscope.WriteError):
+        assert issubclass(cls, leakscope.LeakscopeError)
 
 
 def test_an_object_that_is_not_a_snapshot_is_refused():

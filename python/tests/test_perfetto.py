@@ -283,8 +283,9 @@ def test_from_python(tmp_path, scenario):
     (proc,) = t.processes()
     for d, (req0, _, _, requested) in truth_series(s.path).items():
         assert max(t.counter(t.device(proc, f"device {d}"), "live")) == max([req0] + requested)
-    with pytest.raises(leakscope.SnapshotError):
+    with pytest.raises(leakscope.ReadError) as e:
         leakscope.export_perfetto(tmp_path / "missing.pickle", tmp_path / "x.perfetto-trace")
+    assert isinstance(e.value, OSError) and e.value.kind == "io"
 
 
 def test_top_sites_sets_how_many_sites_get_a_counter(tmp_path, scenario):

@@ -88,7 +88,7 @@ def test_report_is_the_command_lines_and_flags_the_leaking_rank(cluster, at_root
     seen = []
     r = lray.ranks(VERL_REL, progress=seen.append)
     assert r.to_dict() == cli_ranks(VERL_REL)
-    assert r.schema == "leakscope.ranks/4"
+    assert r.schema == "leakscope.ranks/5"
 
     rows = r.to_dict()["ranks"]
     steps = {str(s) for s in TRUTH["steps"]}

@@ -38,6 +38,10 @@ pub struct RankRow {
     pub disagrees: bool,
     /// Why the file could not be analysed, when it could not.
     pub error: Option<String>,
+    /// What kind of failure that is (`not_a_snapshot`, `truncated`, ...): what code
+    /// decides on, never the words.
+    #[serde(default)]
+    pub error_kind: Option<crate::error::ErrorKind>,
 }
 
 /// Change of one rank from one step to the next.
@@ -57,14 +61,17 @@ pub struct Trend {
 
 /// Growth that stands out among peers: above twice their median and by at least 1 MiB
 /// per window (so that noise of a few kilobytes between identical ranks is not flagged).
+/// Files outside a run's layout (no step, no rank) are nobody's peers.
 pub fn flag_outliers(rows: &mut [RankRow]) {
+    let peer =
+        |r: &RankRow| r.error.is_none() && r.verdicts && (r.rank.is_some() || !r.step.is_empty());
     let mut steps: Vec<String> = rows.iter().map(|r| r.step.clone()).collect();
     steps.sort();
     steps.dedup();
     for step in steps {
         let mut g: Vec<u64> = rows
             .iter()
-            .filter(|r| r.step == step && r.error.is_none() && r.verdicts)
+            .filter(|r| r.step == step && peer(r))
             .map(|r| r.growth_bytes_per_window)
             .collect();
         if g.len() < 2 {
@@ -72,10 +79,7 @@ pub fn flag_outliers(rows: &mut [RankRow]) {
         }
         g.sort_unstable();
         let median = g[g.len() / 2];
-        for r in rows
-            .iter_mut()
-            .filter(|r| r.step == step && r.error.is_none() && r.verdicts)
-        {
+        for r in rows.iter_mut().filter(|r| r.step == step && peer(r)) {
             let v = r.growth_bytes_per_window;
             r.outlier = v > median.saturating_mul(2) && v >= median.saturating_add(1 << 20);
         }
@@ -94,7 +98,11 @@ pub fn trends(rows: &[RankRow]) -> Vec<Trend> {
             let mine: Vec<&RankRow> = rows
                 .iter()
                 .filter(|r| {
-                    r.rank == rank && r.device == device && r.error.is_none() && r.step != "oom"
+                    r.rank == rank
+                        && r.device == device
+                        && r.error.is_none()
+                        && !r.step.is_empty()
+                        && r.step != "oom"
                 })
                 .collect();
             (mine.len() > 1).then(|| Trend {

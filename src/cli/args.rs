@@ -198,7 +198,7 @@ pub struct RanksCmd {
     /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
-    /// Print JSON (schema leakscope.ranks/4)
+    /// Print JSON (schema leakscope.ranks/5)
     #[arg(long)]
     pub json: bool,
 }

@@ -29,6 +29,16 @@ pub enum OutputError {
     },
 }
 
+impl OutputError {
+    /// What kind of failure this is: naming an input is a usage error.
+    pub fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            OutputError::IsInput { .. } => crate::error::ErrorKind::Usage,
+            OutputError::Io { .. } => crate::error::ErrorKind::Write,
+        }
+    }
+}
+
 /// The files a command read (snapshots, budgets, baselines).
 #[derive(Clone, Debug, Default)]
 pub struct Inputs {

@@ -122,13 +122,17 @@ pub fn steps_text(r: &CompareStepsReport, style: Style) -> String {
     for p in &r.steps {
         let rank = p.rank.map_or_else(|| "-".into(), |v| v.to_string());
         if let Some(e) = &p.error {
-            t.row(super::ranks::error_row(&p.step, rank, e));
+            t.row(super::ranks::error_row(
+                vec![super::ranks::step_cell(&p.step), rank],
+                8,
+                e,
+            ));
             continue;
         }
         for d in &p.compare.devices {
             let top = d.rows.first().filter(|x| x.difference != 0);
             t.row([
-                p.step.clone(),
+                super::ranks::step_cell(&p.step),
                 rank.clone(),
                 d.device_b.to_string(),
                 bytes(d.a_total),

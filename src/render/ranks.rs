@@ -36,20 +36,36 @@ pub fn special_warning(special: &[Special]) -> Option<String> {
     ))
 }
 
-/// The row of a rank and step that could not be read, in the 8-column tables of runs:
-/// step, rank, four dashes, `error`, the message.
-pub(crate) fn error_row(step: &str, rank: String, error: &str) -> [String; 8] {
-    let dash = || "-".to_string();
-    [
-        step.to_string(),
-        rank,
-        dash(),
-        dash(),
-        dash(),
-        dash(),
-        "error".into(),
-        error.to_string(),
-    ]
+/// The row of a file that could not be read, in the tables of runs: the cells that name
+/// it (`lead`: step, rank and what else the table shows), dashes up to the last two
+/// columns, then `error` and the message; `columns` cells in all.
+pub(crate) fn error_row(lead: Vec<String>, columns: usize, error: &str) -> Vec<String> {
+    let mut row = lead;
+    while row.len() + 2 < columns {
+        row.push("-".into());
+    }
+    row.push("error".into());
+    row.push(terminal_text(error).into_owned());
+    row
+}
+
+/// A step as tables show it: `-` for a file outside a run's layout.
+pub(crate) fn step_cell(step: &str) -> String {
+    if step.is_empty() {
+        "-".into()
+    } else {
+        terminal_text(step).into_owned()
+    }
+}
+
+/// `file` as tables show it: below the run's directory `dir` when it is there.
+pub(crate) fn file_cell(dir: &str, file: &str) -> String {
+    let p = std::path::Path::new(file);
+    terminal_text(
+        &p.strip_prefix(dir)
+            .map_or_else(|_| file.to_string(), |r| r.display().to_string()),
+    )
+    .into_owned()
 }
 
 /// One line per rank and step, outliers marked; then the trend per rank.
@@ -73,6 +89,7 @@ pub fn text(r: &RanksReport, style: Style) -> String {
     let mut t = Table::new(&[
         ("step", Align::Left),
         ("rank", Align::Right),
+        ("file", Align::Left),
         ("device", Align::Right),
         ("peak", Align::Right),
         ("allocated at end", Align::Right),
@@ -82,13 +99,15 @@ pub fn text(r: &RanksReport, style: Style) -> String {
     ]);
     for x in &r.ranks {
         let rank = x.rank.map_or_else(|| "-".into(), |v| v.to_string());
+        let file = file_cell(&r.dir, &x.file);
         if let Some(e) = &x.error {
-            t.row(error_row(&x.step, rank, e));
+            t.row(error_row(vec![step_cell(&x.step), rank, file], 9, e));
             continue;
         }
         t.row([
-            x.step.clone(),
+            step_cell(&x.step),
             rank,
+            file,
             x.device.map_or_else(|| "-".into(), |d| d.to_string()),
             bytes(x.peak_requested_bytes),
             bytes(x.end_allocated_bytes),

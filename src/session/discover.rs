@@ -18,7 +18,8 @@ pub struct Found {
     /// Rank from the name (`rank{R}`), when it has one.
     pub rank: Option<u64>,
     /// Step label from the folder: `12` for `step12`, `10-19` for `steps10-19`, `oom` for
-    /// OOM dumps, else the folder's name (a timestamp).
+    /// OOM dumps, the folder's name when it holds a number (a timestamp), else empty: a
+    /// file outside a run's layout has no step, and no trend is drawn through it.
     pub step: String,
     /// Numeric order of the step (the first number in it), for sorting.
     pub step_order: u64,
@@ -166,13 +167,15 @@ pub fn walk(dir: &Path) -> std::io::Result<Listing> {
                 ("oom".to_string(), u64::MAX)
             } else {
                 let digits: String = folder.chars().filter(|c| c.is_ascii_digit()).collect();
-                (
-                    folder.clone(),
-                    digits
-                        .get(..18.min(digits.len()))
-                        .and_then(|d| d.parse().ok())
-                        .unwrap_or(0),
-                )
+                match digits
+                    .get(..18.min(digits.len()))
+                    .and_then(|d| d.parse().ok())
+                {
+                    // A numbered folder (a timestamp, `iter_100`): its name is the step.
+                    Some(order) => (folder.clone(), order),
+                    // A folder that names no step (`cuda`, the top itself): no step.
+                    None => (String::new(), 0),
+                }
             };
             found.push(Found {
                 rank: rank_re.captures(&name).and_then(|c| c[1].parse().ok()),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::analysis::{At, PointError};
-use crate::error::LoadError;
+use crate::error::{ErrorKind, LoadError};
 
 /// Why a session cannot give a report. Every variant is the input's or the options'
 /// fault (a front end reports it as a usage error, exit code 2).
@@ -82,4 +82,16 @@ pub enum SessionError {
         /// The path.
         dir: PathBuf,
     },
+}
+
+impl SessionError {
+    /// What kind of failure this is: the load's kind, else a request that does not fit
+    /// the input (`usage`), or a directory that cannot be listed (`io`).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SessionError::Load(l) => l.kind(),
+            SessionError::Dir { .. } => ErrorKind::Io,
+            _ => ErrorKind::Usage,
+        }
+    }
 }

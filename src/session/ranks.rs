@@ -16,9 +16,10 @@ use super::run::DeviceRun;
 use crate::analysis::leaks::DeviceLeaks;
 use crate::analysis::ranks::{RankRow, Trend, flag_outliers, trends};
 use crate::attribute::Site;
+use crate::error::ErrorKind;
 use crate::load::LoadOptions;
 
-/// `leakscope ranks` (`leakscope.ranks/4`).
+/// `leakscope ranks` (`leakscope.ranks/5`).
 #[derive(Clone, Debug, Serialize)]
 pub struct RanksReport {
     /// Schema name.
@@ -84,6 +85,7 @@ pub(crate) fn row(f: &Found) -> RankRow {
         outlier: false,
         disagrees: false,
         error: None,
+        error_kind: None,
     }
 }
 
@@ -111,6 +113,7 @@ pub fn analyse_file(f: &Found, opts: &Options, threads: bool) -> FileRanks {
     let failed = |e: SessionError| {
         let mut r = row(f);
         r.error = Some(e.to_string());
+        r.error_kind = Some(e.kind());
         FileRanks {
             rows: vec![r],
             suspects: Vec::new(),
@@ -175,11 +178,7 @@ pub fn merge_ranks(
 ) -> Result<RanksReport, SessionError> {
     // JSON files beside the snapshots (ground truth, configs) are not snapshots: skip them.
     let before = rows.len();
-    rows.retain(|r| {
-        !r.error
-            .as_deref()
-            .is_some_and(|e| e.contains("not a memory snapshot"))
-    });
+    rows.retain(|r| r.error_kind != Some(ErrorKind::NotASnapshot));
     let skipped = skipped + (before - rows.len()) as u64;
     if rows.is_empty() {
         return Err(SessionError::NoSnapshots {
@@ -224,7 +223,11 @@ pub fn ranks(dir: &Path, opts: &Options) -> Result<RanksReport, SessionError> {
 /// Each rank with at least [`SERIES_MIN_STEPS`] steps, its files (OOM dumps left out) read
 /// as a series, one rank at a time (each series reads its files side by side).
 pub(crate) fn rank_series(found: &[Found], opts: &Options) -> Vec<RankSeries> {
-    let steps: Vec<&Found> = found.iter().filter(|f| f.step != "oom").collect();
+    // Files without a step (outside a run's layout) and OOM dumps are no step of a series.
+    let steps: Vec<&Found> = found
+        .iter()
+        .filter(|f| !f.step.is_empty() && f.step != "oom")
+        .collect();
     let mut ranks: Vec<Option<u64>> = steps.iter().map(|f| f.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();

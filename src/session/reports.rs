@@ -123,7 +123,7 @@ pub mod schema {
     /// `session::check::CheckReport`.
     pub const CHECK: &str = "leakscope.check/5";
     /// `session::ranks::RanksReport`.
-    pub const RANKS: &str = "leakscope.ranks/4";
+    pub const RANKS: &str = "leakscope.ranks/5";
     /// `session::report::ReportData`.
     pub const REPORT: &str = "leakscope.report/6";
     /// `session::slice::SliceReport`.

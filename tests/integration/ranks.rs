@@ -14,7 +14,7 @@ fn verl_directory_flags_exactly_the_leaking_rank() {
     let dir = fixture("scenarios/verl_ranks");
     let truth = read_json(&dir.join("truth.json"));
     let v = ranks_json(&dir);
-    assert_eq!(v["schema"], "leakscope.ranks/4");
+    assert_eq!(v["schema"], "leakscope.ranks/5");
     let rows = v["ranks"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
     assert_eq!(v["skipped_files"], 1, "truth.json is not a snapshot");
@@ -320,4 +320,76 @@ fn fifos_and_sockets_in_a_run_are_skipped_and_reported() {
     .expect("export finishes with FIFOs in the directory");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&warning), "{out}");
+}
+
+/// A folder of snapshots without a run's layout (no step folders, no ranks in the names):
+/// one row per file with its path, no step, nobody's peer (no outlier among unrelated
+/// files), no trend and no series drawn through them; the text names each file.
+#[test]
+fn a_folder_without_a_run_layout_is_a_row_per_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir(d.join("cuda")).unwrap();
+    let names = [
+        "control_no_leak",
+        "loss_accum_no_detach",
+        "plain_loop_control",
+        "plain_loop_kept_logits",
+    ];
+    for n in names {
+        std::fs::copy(
+            fixture(&format!("scenarios/{n}.pickle")),
+            d.join("cuda").join(format!("{n}.pickle")),
+        )
+        .unwrap();
+    }
+    let v = ranks_json(d);
+    let rows = v["ranks"].as_array().unwrap();
+    let mut files: Vec<String> = rows
+        .iter()
+        .map(|r| r["file"].as_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), names.len());
+    assert!(rows.iter().all(|r| r["step"] == "" && r["rank"].is_null()));
+    assert!(rows.iter().all(|r| r["outlier"] == false), "{rows:?}");
+    assert_eq!(v["trends"].as_array().unwrap().len(), 0);
+    assert_eq!(v["series"].as_array().unwrap().len(), 0);
+    let (code, text, err) = run_cli(&["ranks", d.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for n in names {
+        assert!(text.contains(&format!("cuda/{n}.pickle")), "{text}");
+    }
+    assert!(
+        !text.contains("allocated at the end of each step"),
+        "{text}"
+    );
+    assert!(!text.contains("OUTLIER"), "{text}");
+}
+
+/// A file's failure has a kind besides its words: a snapshot cut in half is `truncated`,
+/// one whose first bytes are no format is `not_a_snapshot` and is skipped as such (never
+/// by matching its message).
+#[test]
+fn failures_carry_their_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("step1");
+    std::fs::create_dir(&d).unwrap();
+    let src = fixture("scenarios/verl_ranks/step1/torch_memory_rank0_pid3120451.pickle");
+    let bytes = std::fs::read(&src).unwrap();
+    std::fs::write(d.join("rank0.pickle"), &bytes).unwrap();
+    std::fs::write(d.join("rank1.pickle"), &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(d.join("rank2.pickle"), b"hello, not a pickle").unwrap();
+    let v = ranks_json(tmp.path());
+    let rows = v["ranks"].as_array().unwrap();
+    let kind = |rank: u64| {
+        rows.iter()
+            .find(|r| r["rank"] == rank)
+            .map(|r| r["error_kind"].clone())
+    };
+    assert_eq!(kind(0), Some(serde_json::Value::Null));
+    assert_eq!(kind(1), Some(serde_json::json!("truncated")));
+    assert_eq!(kind(2), None, "not a snapshot: skipped");
+    assert_eq!(v["skipped_files"], 1);
 }

@@ -24,6 +24,7 @@ pub fn schema() -> SchemaRef {
         Field::new("outlier", DataType::Boolean, false),
         Field::new("disagrees", DataType::Boolean, false),
         Field::new("error", DataType::Utf8, true),
+        Field::new("error_kind", DataType::Utf8, true),
     ]);
     Arc::new(Schema::new(fields))
 }
@@ -61,6 +62,9 @@ pub fn batch_of(rows: &[RankRow], steps: bool) -> Result<RecordBatch, TableError
             bools(|r| r.disagrees),
             Arc::new(StringArray::from_iter(
                 rows.iter().map(|r| r.error.as_deref()),
+            )),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| r.error_kind.map(|k| k.as_str())),
             )),
         ],
     )

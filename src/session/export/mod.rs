@@ -10,6 +10,7 @@ mod roles;
 
 use std::path::PathBuf;
 
+use crate::error::ErrorKind;
 use crate::load::LoadOptions;
 use crate::render::parquet::TableError;
 use crate::session::discover::Found;
@@ -75,13 +76,46 @@ pub enum ExportError {
     /// holds each input's error).
     #[error("no file could be read: {}", errors.join("; "))]
     NothingRead {
-        /// Each input's error.
+        /// Each input's error (each names its file).
         errors: Vec<String>,
+        /// The first input's kind of failure.
+        kind: ErrorKind,
     },
 }
 
+impl ExportError {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ExportError::OutDir { .. } | ExportError::Io { .. } | ExportError::Table { .. } => {
+                ErrorKind::Write
+            }
+            ExportError::Session(e) => e.kind(),
+            ExportError::Output(e) => e.kind(),
+            ExportError::NothingRead { kind, .. } => *kind,
+        }
+    }
+}
+
+/// Why one input of an export could not be read or analysed: its kind and its message
+/// (which names the file).
+#[derive(Clone, Debug)]
+pub(super) struct Failure {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl From<SessionError> for Failure {
+    fn from(e: SessionError) -> Self {
+        Failure {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// A file of the round loaded, or why it could not be.
-pub(super) type Loaded = Result<Session, String>;
+pub(super) type Loaded = Result<Session, Failure>;
 
 pub(super) fn open(f: &Found, opts: &ExportOptions, threads: bool) -> Loaded {
     let lo = LoadOptions {
@@ -89,5 +123,5 @@ pub(super) fn open(f: &Found, opts: &ExportOptions, threads: bool) -> Loaded {
         threads,
         ..LoadOptions::default()
     };
-    Session::open(&f.file, lo).map_err(|e| e.to_string())
+    Session::open(&f.file, lo).map_err(Failure::from)
 }

@@ -19,11 +19,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::roles::event_roles;
-use super::{ExportError, ExportOptions, Loaded, open};
+use super::{ExportError, ExportOptions, Failure, Loaded, open};
 use crate::analysis::leaks::Growth;
 use crate::analysis::point;
 use crate::analysis::ranks::{RankRow, flag_outliers};
 use crate::analysis::top::{self, DeviceTop};
+use crate::error::ErrorKind;
 use crate::files::{Inputs, OutputError, WholeDir};
 use crate::render::parquet::events::EventRoles;
 use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
@@ -54,8 +55,10 @@ pub struct TableSummary {
 pub struct Failed {
     /// The file (or directory).
     pub file: String,
-    /// Why.
+    /// Why (the message names the file).
     pub error: String,
+    /// What kind of failure that is.
+    pub kind: ErrorKind,
 }
 
 /// What an export wrote (`leakscope.export/1`).
@@ -89,7 +92,7 @@ pub(super) struct Group {
     /// The rows (filled as files are analysed).
     rows: Vec<RankRow>,
     /// Why the directory could not be listed.
-    pub(super) error: Option<String>,
+    pub(super) error: Option<Failure>,
 }
 
 /// One file to export and the group it belongs to.
@@ -108,9 +111,10 @@ fn named(path: &Path) -> Found {
     }
 }
 
-fn error_row(found: &Found, error: String) -> RankRow {
+fn error_row(found: &Found, error: &Failure) -> RankRow {
     let mut r = row(found);
-    r.error = Some(error);
+    r.error = Some(error.message.clone());
+    r.error_kind = Some(error.kind);
     r
 }
 
@@ -153,7 +157,7 @@ pub(super) fn expand(paths: &[PathBuf]) -> (Vec<Group>, Vec<Unit>) {
                     dir: p.clone(),
                     source,
                 };
-                group.error = Some(e.to_string());
+                group.error = Some(Failure::from(e));
             }
         }
         groups.push(group);
@@ -429,8 +433,8 @@ pub fn export_parquet(
                 write_events(&mut writers, s, &key(s, u, &groups), roles)?;
             }
             let rows = match (s, a) {
-                (Err(e), _) => vec![error_row(&u.found, e.clone())],
-                (Ok(_), Some(Err(e))) => vec![error_row(&u.found, e.to_string())],
+                (Err(e), _) => vec![error_row(&u.found, e)],
+                (Ok(_), Some(Err(e))) => vec![error_row(&u.found, &Failure::from(e))],
                 (Ok(s), Some(Ok(a))) => {
                     write_analysis(&mut writers, &key(s, u, &groups), &a)?;
                     a.0
@@ -474,13 +478,13 @@ pub fn export_parquet(
             }
             Some(dir) => match g.error {
                 // A directory that cannot be listed: its error is its only row.
-                Some(e) => vec![error_row(&named(&dir), e)],
+                Some(e) => vec![error_row(&named(&dir), &e)],
                 None => match merge_ranks(&dir, g.rows, g.skipped) {
                     Ok(r) => {
                         skipped_files += r.skipped_files;
                         r.ranks
                     }
-                    Err(e) => vec![error_row(&named(&dir), e.to_string())],
+                    Err(e) => vec![error_row(&named(&dir), &Failure::from(e))],
                 },
             },
         };
@@ -492,6 +496,7 @@ pub fn export_parquet(
                 failed.push(Failed {
                     file: r.file.clone(),
                     error: e.clone(),
+                    kind: r.error_kind.unwrap_or(ErrorKind::Usage),
                 });
             }
         }
@@ -506,16 +511,8 @@ pub fn export_parquet(
     let tables = writers.finish()?;
     if files_read == 0 {
         return Err(ExportError::NothingRead {
-            errors: failed
-                .iter()
-                .map(|f| {
-                    if f.error.contains(&f.file) {
-                        f.error.clone()
-                    } else {
-                        format!("{}: {}", f.file, f.error)
-                    }
-                })
-                .collect(),
+            errors: failed.iter().map(|f| f.error.clone()).collect(),
+            kind: failed.first().map_or(ErrorKind::Io, |f| f.kind),
         });
     }
     Ok(ExportSummary {

@@ -19,11 +19,12 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::parquet::expand;
-use super::{ExportError, ExportOptions, Failed, open};
+use super::{ExportError, ExportOptions, Failed, Failure, open};
 use crate::analysis::counters::{self, Counters, Series};
 use crate::analysis::leaks::Growth;
 use crate::analysis::roles::{RoleSeries, role_series};
 use crate::analysis::spans::{self, Span};
+use crate::error::ErrorKind;
 use crate::model::fxhash::FastMap;
 use crate::model::{DeviceView, Snapshot, TimedEvents, flags};
 use crate::render::perfetto::{
@@ -614,9 +615,11 @@ pub fn export_perfetto(
     let mut failed: Vec<Failed> = groups
         .iter()
         .filter_map(|g| {
+            let e = g.error.clone()?;
             Some(Failed {
                 file: g.dir.as_ref()?.display().to_string(),
-                error: g.error.clone()?,
+                error: e.message,
+                kind: e.kind,
             })
         })
         .collect();
@@ -627,32 +630,31 @@ pub fn export_perfetto(
     let threads = units.len() == 1;
     let mut tracks: Vec<FileTracks> = Vec::new();
     for (ri, round) in units.chunks(per_round).enumerate() {
-        let done: Vec<Result<FileTracks, String>> = round
+        let done: Vec<Result<FileTracks, Failure>> = round
             .par_iter()
             .enumerate()
             .map(|(i, u)| {
                 let s = open(&u.found, &opts.export, threads)?;
                 let pid = (ri * per_round + i + 1) as i32;
                 file_tracks(&s, &u.found, pid, opts, points_per_file, slices_per_file)
-                    .map_err(|e| e.to_string())
+                    .map_err(Failure::from)
             })
             .collect();
         for (r, u) in done.into_iter().zip(round) {
             match r {
                 Ok(t) => tracks.push(t),
-                Err(error) => failed.push(Failed {
+                Err(e) => failed.push(Failed {
                     file: u.found.file.display().to_string(),
-                    error,
+                    error: e.message,
+                    kind: e.kind,
                 }),
             }
         }
     }
     if tracks.is_empty() {
         return Err(ExportError::NothingRead {
-            errors: failed
-                .iter()
-                .map(|f| format!("{}: {}", f.file, f.error))
-                .collect(),
+            errors: failed.iter().map(|f| f.error.clone()).collect(),
+            kind: failed.first().map_or(ErrorKind::Io, |f| f.kind),
         });
     }
     let timed = tracks.iter().all(|t| t.time.is_some());

@@ -1,0 +1,65 @@
+"""leakscope's exceptions: one base, ``LeakscopeError``, and a class per kind of failure
+the library names (``leakscope.ErrorKind``: its ``kind`` attribute is that word). Each
+also derives from the built-in exception code already catches (``ValueError`` for bad
+input and bad arguments, ``OSError`` for files that cannot be read or written)."""
+
+from __future__ import annotations
+
+
+class LeakscopeError(Exception):
+    """Base of every error leakscope raises; ``kind`` says which (``truncated``,
+    ``usage``, ...), as the ``error_kind`` of a run's rows does."""
+
+    kind = "error"
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
+
+
+class SnapshotError(LeakscopeError, ValueError):
+    """A file or object that is not a readable memory snapshot (not one, cut short,
+    corrupt, unsafe, too large): the message names the file, the byte offset or trace
+    entry, and what was expected."""
+
+    kind = "corrupt"
+
+
+class UsageError(LeakscopeError, ValueError):
+    """A request that does not fit its input: an option's value, a device, point or
+    window the file does not hold, an output that names an input."""
+
+    kind = "usage"
+
+
+class ReadError(LeakscopeError, OSError):
+    """An input that cannot be opened or read (missing, a directory, permissions)."""
+
+    kind = "io"
+
+
+class WriteError(LeakscopeError, OSError):
+    """An output that cannot be written."""
+
+    kind = "write"
+
+
+_BY_KIND = {
+    "io": ReadError,
+    "not_a_snapshot": SnapshotError,
+    "truncated": SnapshotError,
+    "corrupt": SnapshotError,
+    "unsafe": SnapshotError,
+    "too_large": SnapshotError,
+    "usage": UsageError,
+    "write": WriteError,
+}
+
+for _c in (LeakscopeError, SnapshotError, UsageError, ReadError, WriteError):
+    _c.__module__ = "leakscope"
+
+
+def error(kind: str, message: str) -> LeakscopeError:
+    """The exception for a library error of ``kind`` (the native layer calls this)."""
+    return _BY_KIND.get(kind, LeakscopeError)(message, kind)
