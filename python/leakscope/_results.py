@@ -1,27 +1,15 @@
 """Result objects: each holds the JSON the command line prints for the same arguments
-(``to_dict``), its main table (``rows``, ``to_pandas``) and a notebook view
-(``_repr_html_``)."""
+(``to_dict``), the text it prints (``str()``), its main table (``rows``, ``to_pandas``)
+and a notebook view of that text (``_repr_html_``)."""
 
 from __future__ import annotations
 
 import copy
 import html
 import json
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 Row = Dict[str, Any]
-
-
-def _size(n: Optional[float]) -> str:
-    """Bytes in binary units, as the command line prints them (``1.50 GiB``)."""
-    if n is None:
-        return ""
-    v = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{int(v)} B" if unit == "B" else f"{v:.2f} {unit}"
-        v /= 1024
-    return f"{v:.2f} TiB"
 
 
 def _label(site: Optional[dict]) -> Optional[str]:
@@ -193,8 +181,6 @@ _ROWS: Dict[str, Callable[[dict], List[Row]]] = {
     "ranks": _ranks_rows, "check": _check_rows, "report": _report_rows,
 }
 
-_BYTES = ("bytes", "_bytes", "bytes_per_window", "total_size", "value", "limit")
-
 
 class Result:
     """A report: what ``leakscope <command> --json`` prints, as an object.
@@ -206,13 +192,20 @@ class Result:
         r.to_pandas()              # one row per growing site
     """
 
-    def __init__(self, command: str, data: dict) -> None:
+    def __init__(self, command: str, data: dict, text: str = "") -> None:
         self.command = command
         self._data = data
+        self._text = text
 
     @classmethod
-    def _from_json(cls, command: str, text: str) -> "Result":
-        return cls(command, json.loads(text))
+    def _from_json(cls, command: str, native: Tuple[str, str]) -> "Result":
+        """From what the native layer returns: the report's JSON and its text."""
+        data, text = native
+        return cls(command, json.loads(data), text)
+
+    def __str__(self) -> str:
+        """What ``leakscope <command>`` prints for the same arguments (without colour)."""
+        return self._text
 
     @property
     def schema(self) -> str:
@@ -253,23 +246,12 @@ class Result:
         return pandas.DataFrame(self.rows())
 
     def _repr_html_(self) -> str:
-        rows = self.rows()
-        caption = f"leakscope {html.escape(self.command)}: {html.escape(str(self._data.get('file', self._data.get('dir', ''))))}"
-        if not rows:
-            return f"<div><strong>{caption}</strong><p>nothing to show</p></div>"
-        cols = list(rows[0])
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        body = []
-        for r in rows[:200]:
-            cells = []
-            for c in cols:
-                v = r.get(c)
-                text = _size(v) if isinstance(v, int) and not isinstance(v, bool) and c.endswith(_BYTES) else v
-                cells.append(f"<td>{html.escape('' if text is None else str(text))}</td>")
-            body.append("<tr>" + "".join(cells) + "</tr>")
-        more = f"<p>{len(rows) - 200} more rows in to_pandas()</p>" if len(rows) > 200 else ""
-        return (f"<div><table><caption>{caption}</caption><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table>{more}</div>")
+        # The command's own text, so a notebook shows all it says (an OOM's request,
+        # driver free, fragmentation and advice), sized and worded once, in Rust.
+        caption = f"leakscope {self.command}"
+        return (f"<div><strong>{html.escape(caption)}</strong>"
+                f"<pre style=\"white-space: pre; overflow-x: auto\">{html.escape(self._text)}</pre>"
+                f"</div>")
 
     def __repr__(self) -> str:
         return f"<leakscope {self.command} result: {self.schema}, {len(self.rows())} rows>"
@@ -284,8 +266,8 @@ class CheckResult(Result):
         assert r.passed, r.failures()
     """
 
-    def __init__(self, data: dict, junit: str) -> None:
-        super().__init__("check", data)
+    def __init__(self, data: dict, junit: str, text: str = "") -> None:
+        super().__init__("check", data, text)
         self.junit = junit
 
     @property

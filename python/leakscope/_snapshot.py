@@ -7,7 +7,7 @@ import os
 from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
 from . import _native
-from ._results import CheckResult, Result, _size
+from ._results import CheckResult, Result
 
 PathLike = Union[str, "os.PathLike[str]"]
 Device = Union[int, str, None]
@@ -202,18 +202,15 @@ class Snapshot:
 
             snap.report("report.html")
         """
-        data, page = self._native.report_page(
+        data, text, page = self._native.report_page(
             _opts(windows=windows, within=within, by=by, device=device, roles=roles),
-            path is not None)
+            None if path is None else os.fspath(path))
         if path is not None and page is not None:
             _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
-        return Result._from_json("report", data)
+        return Result._from_json("report", (data, text))
 
     def __repr__(self) -> str:
-        t = self.summary().to_dict()["totals"]
-        return (f"<leakscope.Snapshot {self.name!r}: {t['devices']} device(s), "
-                f"{_size(t['reserved_bytes'])} reserved, {_size(t['requested_bytes'])} requested, "
-                f"{t['trace_events']:,} trace events>")
+        return f"<leakscope.Snapshot {self._native.describe()}>"
 
     def _repr_html_(self) -> str:
         return self.summary()._repr_html_()
@@ -338,8 +335,8 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
     elif baseline is not None:
         baseline_text = _native.read_small_text(os.fspath(baseline))
     roles_path = None if roles is None else os.fspath(roles)
-    data, junit = _native.check(sessions, budget_text, baseline_text, windows, roles_path)
-    return CheckResult(json.loads(data), junit)
+    data, text, junit = _native.check(sessions, budget_text, baseline_text, windows, roles_path)
+    return CheckResult(json.loads(data), junit, text)
 
 
 def _text(v: Union[PathLike, str]) -> str:

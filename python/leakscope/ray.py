@@ -77,9 +77,9 @@ class ClusterRanks(Result):
     used), ``shared_fs`` (whether every node saw the same files), ``wall_s``.
     """
 
-    def __init__(self, data: dict, files: List[FileRun], suspects: Dict[str, list],
+    def __init__(self, data: dict, text: str, files: List[FileRun], suspects: Dict[str, list],
                  nodes: List[str], shared_fs: bool, wall_s: float) -> None:
-        super().__init__("ranks", data)
+        super().__init__("ranks", data, text)
         self.files = files
         self.suspects = suspects
         self.nodes = nodes
@@ -452,10 +452,10 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
                    len(text.encode()), None)
 
     rows = [r for f in sorted(files, key=lambda f: _order(f.found)) for r in out[f][0]]
-    merged = json.loads(_native.merge_ranks(root, json.dumps(rows), skipped))
+    merged, text = _native.merge_ranks(root, json.dumps(rows), skipped)
     runs = [out[f][2] for f in files]
     suspects = {f.name: out[f][1] for f in files if out[f][1]}
-    return ClusterRanks(merged, runs, suspects, list(nodes), shared,
+    return ClusterRanks(json.loads(merged), text, runs, suspects, list(nodes), shared,
                         time.perf_counter() - started)
 
 

@@ -21,11 +21,10 @@ call ``assert_no_leaks`` on it.
 from __future__ import annotations
 
 import os
-import re
-from decimal import Decimal
 from typing import Any, Union
 
 import leakscope
+from leakscope import _native
 
 __all__ = [
     "MEMORY_MEASURES",
@@ -41,26 +40,6 @@ Size = Union[int, str]
 #: What the assertions read: a loaded snapshot, a file, the file's bytes, or what
 #: ``torch.cuda.memory._snapshot()`` returns.
 SnapshotSource = Union["leakscope.Snapshot", str, "os.PathLike[str]", bytes, dict, list]
-
-_UNITS = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*")
-
-# Suspect kinds that count against the limit; the other kinds (warmup, bounded, sporadic,
-# in-flight, late) are not growth per unit of work.
-_GROWING_KINDS = {
-    "leak": "still held at the end of the trace",
-    "retained": "released later in the trace",
-}
 
 #: What :func:`assert_memory_below` can limit: the measures of leakscope's CI gate.
 MEMORY_MEASURES = {
@@ -79,13 +58,15 @@ _WINDOWS_HINT = (
 
 
 def parse_size(size: Size) -> int:
-    """Return the number of bytes that ``size`` names.
+    """Return the number of bytes that ``size`` names, as a budget reads it (the library's
+    own reader).
 
     ``size`` is a non-negative ``int`` (bytes), or a string: a number, optionally with a
     fraction, then optionally a unit, case-insensitive: ``B``; ``KB``, ``MB``, ``GB``,
-    ``TB`` (powers of 1000); ``KiB``, ``MiB``, ``GiB``, ``TiB`` (powers of 1024). A
-    fraction of a byte is dropped. Anything else raises ``ValueError`` (``TypeError`` for
-    a value that is neither an ``int`` nor a string).
+    ``TB`` (powers of 1000); ``KiB``, ``MiB``, ``GiB``, ``TiB`` or ``K``, ``M``, ``G``,
+    ``T`` (powers of 1024), rounded to the nearest byte. Anything else raises
+    ``leakscope.UsageError`` (a ``ValueError``; ``TypeError`` for a value that is neither
+    an ``int`` nor a string).
 
     >>> parse_size("1 MiB")
     1048576
@@ -100,40 +81,21 @@ def parse_size(size: Size) -> int:
         if size < 0:
             raise ValueError(f"a size cannot be negative: {size}")
         return size
-    match = _SIZE.fullmatch(size)
-    unit = (match.group(2).lower() or "b") if match else None
-    if unit not in _UNITS:
-        raise ValueError(
-            f"not a size: {size!r} (use a number and one of B, KB, MB, GB, TB, "
-            "KiB, MiB, GiB, TiB, e.g. '512 KiB' or '1.5 GB')"
-        )
-    return int(Decimal(match.group(1)) * _UNITS[unit])
+    return _native.parse_size(size)
 
 
 def format_size(n: int, *, exact: bool = False) -> str:
-    """Return ``n`` bytes in binary units, to one decimal where it is not exact.
-
-    With ``exact``, the exact number of bytes follows in parentheses (unless the size is
-    under 1 KiB and so already exact).
+    """Return ``n`` bytes as every leakscope output writes them; with ``exact``, the exact
+    count follows where the unit rounds it.
 
     >>> format_size(16777216)
-    '16 MiB'
-    >>> format_size(1536)
-    '1.5 KiB'
+    '16.0 MiB'
     >>> format_size(100)
     '100 B'
     >>> format_size(155582464, exact=True)
-    '148.4 MiB (155582464 B)'
+    '148 MiB (155,582,464 B)'
     """
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{n} B"
-    readable = f"{f'{value:.1f}'.removesuffix('.0')} {unit}"
-    return f"{readable} ({n} B)" if exact else readable
+    return _native.format_size(n, exact)
 
 
 def _as_snapshot(source: SnapshotSource) -> leakscope.Snapshot:
@@ -181,7 +143,7 @@ def _suspect_line(suspect: dict) -> str:
     rate = suspect["bytes_per_window"]
     kind = suspect["kind"]
     return (
-        f"    {suspect['site']['label']}: {kind} ({_GROWING_KINDS[kind]}), "
+        f"    {suspect['site']['label']}: {kind}, "
         f"{format_size(rate, exact=True)} per window, grew in {suspect['windows_growing']} of "
         f"{suspect['windows_total']} windows since window {suspect['onset_window']}"
     )
@@ -237,8 +199,9 @@ def assert_no_leaks(
         over = sorted(
             (
                 s
+                # The library's suspects are the kinds that count (leak, retained).
                 for s in dev["suspects"]
-                if s["kind"] in _GROWING_KINDS and s["bytes_per_window"] > limit_bytes
+                if s["bytes_per_window"] > limit_bytes
             ),
             key=lambda s: s["bytes_per_window"],
             reverse=True,

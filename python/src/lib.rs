@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use leakscope::attribute::roles::RoleRules;
 use leakscope::budget::{Baseline, Budget};
-use leakscope::render;
+use leakscope::render::{self, Style, Text};
 use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
 use leakscope::{ErrorKind, LoadError, LoadOptions};
 use pyo3::exceptions::PyRuntimeError;
@@ -158,16 +158,24 @@ impl NativeSession {
         }
     }
 
-    /// Runs `f` on the session without the GIL and returns its report as JSON.
-    fn report<T: serde::Serialize + Send>(
+    /// Runs `f` on the session without the GIL and returns its report as Python
+    /// receives every report (see [`both`]).
+    fn report<T: serde::Serialize + Text + Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&Session) -> Result<T, SessionError> + Send,
-    ) -> PyResult<String> {
+    ) -> PyResult<(String, String)> {
         let s = &self.inner;
         let r = py.detach(|| f(s)).map_err(session_error)?;
-        serde_json::to_string(&r).map_err(json_error)
+        both(&r)
     }
+}
+
+/// A report as Python receives it: the JSON `--json` prints, and the text the command
+/// prints without colour (`str()` of the result).
+fn both<T: serde::Serialize + Text>(r: &T) -> PyResult<(String, String)> {
+    let json = serde_json::to_string(r).map_err(json_error)?;
+    Ok((json, r.text(Style { color: false })))
 }
 
 fn at(at: &str) -> PyResult<leakscope::analysis::At> {
@@ -187,18 +195,33 @@ impl NativeSession {
         self.inner.snapshot().warnings.clone()
     }
 
-    fn summary(&self, py: Python<'_>) -> PyResult<String> {
+    /// The snapshot in one line (`repr`): devices as the reports count them, bytes,
+    /// events.
+    fn describe(&self, py: Python<'_>) -> String {
+        let s = &self.inner;
+        py.detach(|| render::summary::line(&s.summary()))
+    }
+
+    fn summary(&self, py: Python<'_>) -> PyResult<(String, String)> {
         self.report(py, |s| Ok(s.summary()))
     }
 
     #[pyo3(signature = (opts=None))]
-    fn leaks(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    fn leaks(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(String, String)> {
         let o = options(opts)?;
         self.report(py, move |s| s.leaks(&o))
     }
 
     #[pyo3(signature = (opts=None))]
-    fn windows(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    fn windows(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(String, String)> {
         let o = options(opts)?;
         self.report(py, move |s| s.windows(&o))
     }
@@ -210,7 +233,7 @@ impl NativeSession {
         opts: Option<&Bound<'_, PyDict>>,
         at_: &str,
         limit: usize,
-    ) -> PyResult<String> {
+    ) -> PyResult<(String, String)> {
         let (o, a) = (options(opts)?, at(at_)?);
         self.report(py, move |s| s.top(&o, a, limit))
     }
@@ -221,12 +244,13 @@ impl NativeSession {
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
         at_: &str,
-    ) -> PyResult<String> {
+    ) -> PyResult<(String, String)> {
         let (o, a) = (options(opts)?, at(at_)?);
         o.by.for_tree().map_err(|e| usage(format!("by: {e}")))?;
         let s = &self.inner;
         let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
-        render::json::tree(&r).map_err(json_error)
+        let json = render::json::tree(&r).map_err(json_error)?;
+        Ok((json, r.text(Style { color: false })))
     }
 
     #[pyo3(signature = (opts=None, at_="end"))]
@@ -235,7 +259,7 @@ impl NativeSession {
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
         at_: &str,
-    ) -> PyResult<String> {
+    ) -> PyResult<(String, String)> {
         let (o, a) = (options(opts)?, at(at_)?);
         self.report(py, move |s| s.segments(&o, a))
     }
@@ -246,13 +270,13 @@ impl NativeSession {
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
         max_allocations: usize,
-    ) -> PyResult<String> {
+    ) -> PyResult<(String, String)> {
         let o = options(opts)?;
         self.report(py, move |s| s.timeline(&o, max_allocations))
     }
 
     #[pyo3(signature = (opts=None))]
-    fn oom(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    fn oom(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<(String, String)> {
         let o = options(opts)?;
         self.report(py, move |s| s.oom(&o))
     }
@@ -282,14 +306,15 @@ impl NativeSession {
         })
     }
 
-    /// The report's data as JSON, and the HTML page when `html` is true.
-    #[pyo3(signature = (opts=None, html=false))]
+    /// The report's data as JSON, the line the command prints once the page is written
+    /// to `out` (empty without `out`), and the HTML page when `out` is given.
+    #[pyo3(signature = (opts=None, out=None))]
     fn report_page(
         &self,
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
-        html: bool,
-    ) -> PyResult<(String, Option<String>)> {
+        out: Option<PathBuf>,
+    ) -> PyResult<(String, String, Option<String>)> {
         let o = options(opts)?;
         let s = &self.inner;
         py.detach(|| {
@@ -297,15 +322,15 @@ impl NativeSession {
                 .report(&o, &ReportOptions::default())
                 .map_err(session_error)?;
             let json = serde_json::to_string(&data).map_err(json_error)?;
-            let page = if html {
-                let svgs = render::flamegraph::report_page_svgs(&data).map_err(|e| {
-                    PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
-                })?;
-                Some(render::html::page(&data, &json, &svgs))
-            } else {
-                None
+            let Some(out) = out else {
+                return Ok((json, String::new(), None));
             };
-            Ok((json, page))
+            let svgs = render::flamegraph::report_page_svgs(&data).map_err(|e| {
+                PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
+            })?;
+            let page = render::html::page(&data, &json, &svgs);
+            let text = render::html::written(&out, &data, page.len());
+            Ok((json, text, Some(page)))
         })
     }
 }
@@ -386,23 +411,22 @@ fn compare(
     b: &NativeSession,
     opts: Option<&Bound<'_, PyDict>>,
     at_: Option<&str>,
-) -> PyResult<String> {
+) -> PyResult<(String, String)> {
     let o = options(opts)?;
     let (sa, sb) = (&a.inner, &b.inner);
     if let Some(p) = at_ {
         let p = at(p)?;
-        return py.detach(|| -> Result<String, PyErr> {
+        return py.detach(|| {
             let ta = sa.holders_at(&o, p).map_err(session_error)?;
             let tb = sb.holders_at(&o, p).map_err(session_error)?;
-            serde_json::to_string(&session::compare_at(&ta, &tb, p)).map_err(json_error)
+            both(&session::compare_at(&ta, &tb, p))
         });
     }
-    let r = py.detach(|| -> Result<String, PyErr> {
+    py.detach(|| {
         let side_a = sa.compare_side(&o).map_err(session_error)?;
         let side_b = sb.compare_side(&o).map_err(session_error)?;
-        serde_json::to_string(&session::compare(&side_a, &side_b)).map_err(json_error)
-    })?;
-    Ok(r)
+        both(&session::compare(&side_a, &side_b))
+    })
 }
 
 /// Two run directories step by step at a point (`leakscope compare RUN_A RUN_B --at`).
@@ -414,24 +438,28 @@ fn compare_steps(
     b: PathBuf,
     at_: &str,
     opts: Option<&Bound<'_, PyDict>>,
-) -> PyResult<String> {
+) -> PyResult<(String, String)> {
     let o = options(opts)?;
     let p = at(at_)?;
     let r = py
         .detach(|| session::compare_steps(&a, &b, &o, p))
         .map_err(session_error)?;
-    serde_json::to_string(&r).map_err(json_error)
+    both(&r)
 }
 
 /// Every rank and step below a directory (`leakscope ranks DIR`).
 #[pyfunction]
 #[pyo3(signature = (dir, opts=None))]
-fn ranks(py: Python<'_>, dir: PathBuf, opts: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+fn ranks(
+    py: Python<'_>,
+    dir: PathBuf,
+    opts: Option<&Bound<'_, PyDict>>,
+) -> PyResult<(String, String)> {
     let o = options(opts)?;
     let r = py
         .detach(|| session::ranks(&dir, &o))
         .map_err(session_error)?;
-    serde_json::to_string(&r).map_err(json_error)
+    both(&r)
 }
 
 /// The snapshots below a directory, as `ranks` finds them: JSON `{"files": [{file, rank,
@@ -465,11 +493,11 @@ fn analyse_file(
 /// A run's report (`leakscope.ranks/5`) from its files' rows (JSON list), computed
 /// wherever: outliers flagged, trends drawn.
 #[pyfunction]
-fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<String> {
+fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<(String, String)> {
     let rows: Vec<leakscope::analysis::ranks::RankRow> =
         serde_json::from_str(rows).map_err(|e| usage(format!("rows: {e}")))?;
     let r = session::merge_ranks(&dir, rows, skipped).map_err(session_error)?;
-    serde_json::to_string(&r).map_err(json_error)
+    both(&r)
 }
 
 /// Files and run directories into Parquet tables in `out_dir` (`leakscope export
@@ -548,7 +576,7 @@ fn check(
     baseline: Option<&str>,
     windows: Option<&str>,
     roles: Option<PathBuf>,
-) -> PyResult<(String, String)> {
+) -> PyResult<(String, String, String)> {
     let budget = Budget::parse(budget).map_err(|e| usage(format!("budget: {e}")))?;
     let baseline = baseline
         .map(Baseline::from_json)
@@ -568,8 +596,8 @@ fn check(
             .collect::<Result<Vec<_>, _>>()
             .map_err(session_error)?;
         let report = CheckReport::new(files);
-        let json = serde_json::to_string(&report).map_err(json_error)?;
-        Ok((json, render::junit::junit(&report)))
+        let (json, text) = both(&report)?;
+        Ok((json, text, render::junit::junit(&report)))
     })
 }
 
@@ -607,6 +635,23 @@ fn read_small_text(path: PathBuf) -> PyResult<String> {
     })
 }
 
+/// The bytes a size names, as budgets read them (`"1.5 MiB"`, `"3 GB"`, `"512"`).
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    leakscope::budget::parse_size(text).map_err(|e| usage(format!("not a size: {e}")))
+}
+
+/// Bytes as every output writes them (`16.0 MiB`); with `exact`, the count follows.
+#[pyfunction]
+#[pyo3(signature = (n, exact=false))]
+fn format_size(n: u64, exact: bool) -> String {
+    if exact {
+        render::bytes_exact(n)
+    } else {
+        render::bytes(n)
+    }
+}
+
 /// The default limit on decompressed size, in bytes.
 #[pyfunction]
 fn default_max_decompressed_bytes() -> u64 {
@@ -635,6 +680,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_output, m)?)?;
     m.add_function(wrap_pyfunction!(read_small_text, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(format_size, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

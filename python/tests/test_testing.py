@@ -193,7 +193,8 @@ def test_bad_file_is_a_snapshot_error(tmp_path: Path):
         (".25 kib", 256),
         ("1. mib", 1024 * 1024),
         (" 4 mIb ", 4 * 1024 * 1024),
-        ("1.0009 KB", 1000),  # 1000.9 bytes: the fraction of a byte is dropped
+        ("1.0009 KB", 1001),  # 1000.9 bytes, rounded to the nearest as budgets read it
+        ("1 M", 1024 * 1024),  # K, M, G, T are binary, as in budgets
         (4096, 4096),
         (0, 0),
     ],
@@ -205,7 +206,7 @@ def test_parse_size(text, expected):
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "MiB", "1 MiBs", "1 XB", "1 M", "-1 MiB", "1,5 MB", "1e6", "one MiB", "1.2.3 KB"],
+    ["", " ", "MiB", "1 MiBs", "1 XB", "-1 MiB", "1,5 MB", "1e6", "one MiB", "1.2.3 KB"],
 )
 def test_parse_size_refuses_garbage(text):
     """Anything but a number and a known unit is a ValueError."""
@@ -227,24 +228,24 @@ def test_parse_size_refuses_negative_and_other_types():
     [
         (0, "0 B"),
         (1023, "1023 B"),
-        (1024, "1 KiB"),
-        (1536, "1.5 KiB"),
-        (16 * 1024 * 1024, "16 MiB"),
-        (3 * 512 * 1024 * 1024, "1.5 GiB"),
-        (5 * 1024**4, "5 TiB"),
-        (2048 * 1024**4, "2048 TiB"),
+        (1024, "1.00 KiB"),
+        (1536, "1.50 KiB"),
+        (16 * 1024 * 1024, "16.0 MiB"),
+        (3 * 512 * 1024 * 1024, "1.50 GiB"),
+        (5 * 1024**4, "5.00 TiB"),
+        (2048 * 1024**4, "2.00 PiB"),
     ],
 )
 def test_format_size(n, expected):
-    """Binary units, one decimal where not exact."""
+    """Binary units with three significant digits, as every output writes them."""
     assert format_size(n) == expected
 
 
 def test_format_size_exact():
     """``exact=True`` adds the bytes unless they are already shown."""
     assert format_size(100, exact=True) == "100 B"
-    assert format_size(1536, exact=True) == "1.5 KiB (1536 B)"
-    assert format_size(2 * 1024 * 1024, exact=True) == "2 MiB (2097152 B)"
+    assert format_size(1536, exact=True) == "1.50 KiB (1,536 B)"
+    assert format_size(2 * 1024 * 1024, exact=True) == "2.00 MiB (2,097,152 B)"
 
 
 # assert_memory_below's measures, and where each scenario's truth has the same figure.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::analysis::range::Bound;
 use crate::budget::{Baseline, Budget};
 use crate::files::Inputs;
-use crate::render::{self, Style};
+use crate::render::{self, Style, Text};
 use crate::session::{self, CheckReport, Options, ReportOptions};
 use anyhow::Context;
 
@@ -19,7 +19,7 @@ impl SummaryCmd {
         let s = output::open(&self.file, &self.load, true)?;
         let report = s.summary();
         keep_until_exit(s);
-        emit(self.json, &report, |r| render::summary::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -29,7 +29,7 @@ impl TopCmd {
         let s = output::open(&self.file, &self.at.load, false)?;
         let report = s.top(&opts, self.at.point.at, self.limit)?;
         output::finish(s);
-        emit(self.json, &report, |r| render::top::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -41,7 +41,7 @@ impl LeaksCmd {
         let s = output::open_any(&self.files, self.rank, &self.analysis.load)?;
         let report = s.leaks(&opts)?;
         output::finish(s);
-        emit(self.json, &report, |r| render::leaks::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -64,9 +64,7 @@ impl CompareCmd {
                 .into());
             };
             let report = session::compare_steps(&self.a, &self.b, &opts, at)?;
-            return emit(self.json, &report, |r| {
-                render::compare_at::steps_text(r, style)
-            });
+            return emit(self.json, &report, |r| r.text(style));
         }
         if let Some(at) = self.at {
             let point = |path: &Path| -> anyhow::Result<session::TopReport> {
@@ -77,13 +75,11 @@ impl CompareCmd {
             };
             let (a, b) = rayon::join(|| point(&self.a), || point(&self.b));
             let report = session::compare_at(&a?, &b?, at);
-            return emit(self.json, &report, |r| render::compare_at::text(r, style));
+            return emit(self.json, &report, |r| r.text(style));
         }
         let (side_a, side_b) = rayon::join(|| side(&self.a), || side(&self.b));
         let report = session::compare(&side_a?, &side_b?);
-        emit(self.json, &report, |r| {
-            render::leaks::compare_text(r, style)
-        })
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -93,7 +89,7 @@ impl OomCmd {
         let s = output::open(&self.file, &self.analysis.load, false)?;
         let report = s.oom(&opts)?;
         output::finish(s);
-        emit(self.json, &report, |r| render::oom::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -104,7 +100,7 @@ impl SegmentsCmd {
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.segments(&opts, self.point.at)?;
         output::finish(s);
-        emit(self.json, &report, |r| render::segments::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -114,7 +110,7 @@ impl TimelineCmd {
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.timeline(&opts, self.drawn.max_allocations)?;
         output::finish(s);
-        output::emit_compact(self.json, &report, |r| render::allocations::text(r, style))
+        output::emit_compact(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -123,7 +119,7 @@ impl RanksCmd {
         let mut opts = Options::default();
         opts.windows = self.windows.clone();
         let report = session::ranks(&self.dir, &opts)?;
-        emit(self.json, &report, |r| render::ranks::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 
@@ -164,7 +160,7 @@ impl CheckCmd {
             }
             output::file(&inputs, j, render::junit::junit(&report).as_bytes())?;
         }
-        emit(self.json, &report, |r| render::check::text(r, style))?;
+        emit(self.json, &report, |r| r.text(style))?;
         if report.passed {
             Ok(())
         } else {
@@ -179,7 +175,7 @@ impl WindowsCmd {
         let s = output::open(&self.file, &self.load, false)?;
         let report = s.windows(&opts)?;
         output::finish(s);
-        emit(self.json, &report, |r| render::windows::text(r, style))
+        emit(self.json, &report, |r| r.text(style))
     }
 }
 

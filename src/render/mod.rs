@@ -23,11 +23,13 @@ pub mod segments;
 pub mod slice;
 pub mod summary;
 mod table;
+mod text;
 pub mod top;
 pub mod tree;
 pub mod windows;
 
 pub use table::{Align, Style, Table};
+pub use text::Text;
 
 use std::borrow::Cow;
 
@@ -87,6 +89,22 @@ pub fn bytes(n: u64) -> String {
         format!("{v:.1} {}", UNITS[u])
     } else {
         format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// [`bytes`], then the exact count where the unit rounds it: `148 MiB (155,582,464 B)`;
+/// what a failed limit shows, so the number can be compared with the limit's.
+///
+/// ```
+/// use leakscope::render::bytes_exact;
+/// assert_eq!(bytes_exact(100), "100 B");
+/// assert_eq!(bytes_exact(1536), "1.50 KiB (1,536 B)");
+/// ```
+pub fn bytes_exact(n: u64) -> String {
+    if n < 1024 {
+        bytes(n)
+    } else {
+        format!("{} ({} B)", bytes(n), count(n))
     }
 }
 

@@ -9,6 +9,36 @@ fn opt_time(t: Option<i64>) -> String {
     t.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
+/// The snapshot in one line, as a notebook's `repr` shows it: the devices that hold
+/// something (those that recorded nothing counted apart, as the per-device reports name
+/// them), reserved and requested bytes, trace events.
+pub fn line(s: &Summary) -> String {
+    let busy = s
+        .devices
+        .iter()
+        .filter(|d| d.totals.segments > 0 || d.totals.trace_events > 0)
+        .count() as u64;
+    let idle = s.devices.len() as u64 - busy;
+    let devices = match (busy, idle) {
+        (1, 0) => "1 device".to_string(),
+        (n, 0) => format!("{} devices", count(n)),
+        (n, m) => format!(
+            "{} {} with memory ({} more recorded nothing)",
+            count(n),
+            if n == 1 { "device" } else { "devices" },
+            count(m)
+        ),
+    };
+    let t = &s.totals.totals;
+    format!(
+        "{}: {devices}, {} reserved, {} requested, {} trace events",
+        terminal_text(&s.file),
+        bytes(t.reserved_bytes),
+        bytes(t.requested_bytes),
+        count(t.trace_events)
+    )
+}
+
 /// Renders the summary as text.
 pub fn text(s: &Summary, style: Style) -> String {
     let mut o = String::new();
