@@ -202,7 +202,7 @@ struct Measured {
 impl Measured {
     fn candidate(&self) -> Candidate {
         Candidate {
-            source: self.family.source.into(),
+            source: self.family.source,
             detail: self.family.detail.clone(),
             spec: self.family.spec.clone(),
             quality: self.quality.clone(),
