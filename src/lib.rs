@@ -40,6 +40,7 @@ pub mod budget;
 pub mod cli;
 pub mod convert;
 pub mod error;
+pub mod export;
 pub mod files;
 pub mod load;
 pub mod model;

@@ -7,7 +7,6 @@
 use libfuzzer_sys::fuzz_target;
 
 use leakscope::analysis::At;
-use leakscope::render;
 use leakscope::session::{self, Options, ReportOptions, Session};
 
 mod common;
@@ -30,14 +29,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(side) = s.compare_side(&opts) {
         let _ = session::compare(&side, &side);
     }
-    if let Ok(t) = s.perfetto(&session::PerfettoOptions::default()) {
-        let _ = render::perfetto::write(&t, std::io::sink());
+    if let Ok(t) = s.perfetto(&leakscope::export::PerfettoOptions::default()) {
+        let _ = leakscope::export::encode::perfetto::write(&t, std::io::sink());
     }
     for growth in [false, true] {
-        let mut p = session::PprofOptions::default();
+        let mut p = leakscope::export::PprofOptions::default();
         p.growth = growth;
         if let Ok(profile) = s.pprof(&p) {
-            let _ = render::pprof::write(&profile, std::io::sink());
+            let _ = leakscope::export::encode::pprof::write(&profile, std::io::sink());
         }
     }
 });

@@ -93,7 +93,9 @@ class Snapshot:
             python_only=python_only, keep_internal=keep_internal, roles=roles)))
 
     def windows(self, windows: str = "auto", within: Optional[str] = None,
-                device: Device = None) -> Result:
+                device: Device = None, exclude: Optional[str] = None,
+                focus: Optional[str] = None, python_only: bool = False,
+                keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
         """How the trace is cut into windows, and why (``leakscope windows --json``).
 
         Example::
@@ -101,7 +103,8 @@ class Snapshot:
             snap.windows().to_dict()["devices"][0]["reason"]
         """
         return Result._from_json("windows", self._native.windows(
-            _opts(windows=windows, within=within, device=device)))
+            _opts(windows=windows, within=within, device=device, exclude=exclude, focus=focus,
+                  python_only=python_only, keep_internal=keep_internal, roles=roles)))
 
     def top(self, at: str = "end", by: str = "site", device: Device = None,
             limit: Optional[int] = None, user_code: Optional[str] = None,
@@ -125,8 +128,10 @@ class Snapshot:
     def tree(self, at: str = "end", device: Device = None, exclude: Optional[str] = None,
              focus: Optional[str] = None, python_only: bool = False,
              keep_internal: bool = False, by: str = "site",
-             roles: Optional[PathLike] = None) -> Result:
+             roles: Optional[PathLike] = None, min_share: Optional[float] = None) -> Result:
         """The call tree of the memory live at a point (``leakscope tree --json``);
+        ``min_share``: the share under which ``str()`` sums nodes up in one line (the
+        command's default when ``None``; the data holds every node);
         ``by="role"``: a node per memory role under the root (``roles``: a TOML file with a
         ``[roles]`` table, as ``--roles``).
 
@@ -136,7 +141,7 @@ class Snapshot:
         """
         return Result._from_json("tree", self._native.tree(
             _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, by=by, roles=roles), at))
+                  keep_internal=keep_internal, by=by, roles=roles), at, min_share))
 
     def segments(self, at: str = "end", device: Device = None) -> Result:
         """The segment map at a point (``leakscope segments --json``).
@@ -149,7 +154,8 @@ class Snapshot:
 
     def timeline(self, max_allocations: int = 3000, device: Device = None,
                  exclude: Optional[str] = None, focus: Optional[str] = None,
-                 python_only: bool = False) -> Result:
+                 python_only: bool = False, keep_internal: bool = False,
+                 roles: Optional[PathLike] = None) -> Result:
         """Every allocation over the trace (``leakscope timeline --json``, schema
         ``leakscope.timeline/1``): the ``max_allocations`` largest by bytes x lifetime one
         by one (``to_pandas()``: a row each, with role and site), the rest summed in
@@ -161,10 +167,13 @@ class Snapshot:
             t.to_pandas().sort_values("bytes").tail()
         """
         return Result._from_json("timeline", self._native.timeline(
-            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only),
+            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
+                  keep_internal=keep_internal, roles=roles),
             max_allocations))
 
-    def oom(self, windows: str = "auto", device: Device = None, by: str = "site",
+    def oom(self, windows: str = "auto", within: Optional[str] = None, device: Device = None,
+            by: str = "site", user_code: Optional[str] = None, exclude: Optional[str] = None,
+            focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False,
             roles: Optional[PathLike] = None) -> Result:
         """Why an allocation failed (``leakscope oom --json``); each holder names its
         memory ``role`` (``roles``: a TOML file with a ``[roles]`` table, as ``--roles``).
@@ -174,11 +183,15 @@ class Snapshot:
             snap.oom().to_dict()["devices"][0]["advice"]
         """
         return Result._from_json("oom", self._native.oom(
-            _opts(windows=windows, device=device, by=by, roles=roles)))
+            _opts(windows=windows, within=within, device=device, by=by, user_code=user_code,
+                  exclude=exclude, focus=focus, python_only=python_only,
+                  keep_internal=keep_internal, roles=roles)))
 
     def flamegraph(self, path: Optional[PathLike] = None, at: str = "end",
                    device: Device = None, folded: bool = False,
-                   exclude: Optional[str] = None, focus: Optional[str] = None) -> str:
+                   exclude: Optional[str] = None, focus: Optional[str] = None,
+                   python_only: bool = False, keep_internal: bool = False,
+                   roles: Optional[PathLike] = None) -> str:
         """A flame graph of the memory live at a point: the SVG (or folded stacks with
         ``folded=True``) as text, also written to ``path`` when given.
 
@@ -187,14 +200,17 @@ class Snapshot:
             snap.flamegraph("peak.svg", at="peak")
         """
         text = self._native.flamegraph(
-            _opts(device=device, exclude=exclude, focus=focus), at, folded)
+            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
+                  keep_internal=keep_internal, roles=roles), at, folded)
         if path is not None:
             _native.write_output(os.fspath(path), text.encode("utf-8"), [], self._native)
         return text
 
     def report(self, path: Optional[PathLike] = None, windows: str = "auto",
                within: Optional[str] = None, by: str = "site",
-               device: Device = None, roles: Optional[PathLike] = None) -> Result:
+               device: Device = None, user_code: Optional[str] = None, exclude: Optional[str] = None,
+               focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False,
+               roles: Optional[PathLike] = None, max_allocations: int = 3000) -> Result:
         """The self-contained HTML report, written to ``path`` when given; returns its
         data (``leakscope report --json``, schema ``leakscope.report/6``).
 
@@ -203,8 +219,10 @@ class Snapshot:
             snap.report("report.html")
         """
         data, text, page = self._native.report_page(
-            _opts(windows=windows, within=within, by=by, device=device, roles=roles),
-            None if path is None else os.fspath(path))
+            _opts(windows=windows, within=within, by=by, device=device, user_code=user_code,
+                  exclude=exclude, focus=focus, python_only=python_only,
+                  keep_internal=keep_internal, roles=roles),
+            None if path is None else os.fspath(path), max_allocations)
         if path is not None and page is not None:
             _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
         return Result._from_json("report", (data, text))
@@ -275,7 +293,9 @@ def _snapshot(s: Union[Snapshot, PathLike, bytes]) -> Snapshot:
 
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
             within: Optional[str] = None, by: str = "site", device: Device = None,
-            roles: Optional[PathLike] = None, at: Optional[str] = None) -> Result:
+            roles: Optional[PathLike] = None, at: Optional[str] = None,
+            user_code: Optional[str] = None, exclude: Optional[str] = None,
+            focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False) -> Result:
     """Two runs side by side: growth per site and end state
     (``leakscope compare A B --json``, schema ``leakscope.compare/3``); with ``at``
     (``"peak"``, ``"end"``, ``"oom"``) what each holds at that point, site by site
@@ -288,7 +308,9 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
         leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
         leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas().head()
     """
-    opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles)
+    opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles,
+                 user_code=user_code, exclude=exclude, focus=focus, python_only=python_only,
+                 keep_internal=keep_internal)
     dirs = [isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)]
     if any(dirs):
         if not (all(dirs) and at):

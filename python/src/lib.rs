@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use leakscope::attribute::roles::RoleRules;
 use leakscope::budget::{Baseline, Budget};
+use leakscope::export;
 use leakscope::render::{self, Style, Text};
 use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
 use leakscope::{ErrorKind, LoadError, LoadOptions};
@@ -238,19 +239,21 @@ impl NativeSession {
         self.report(py, move |s| s.top(&o, a, limit))
     }
 
-    #[pyo3(signature = (opts=None, at_="end"))]
+    #[pyo3(signature = (opts=None, at_="end", min_share=None))]
     fn tree(
         &self,
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
         at_: &str,
+        min_share: Option<f64>,
     ) -> PyResult<(String, String)> {
         let (o, a) = (options(opts)?, at(at_)?);
         o.by.for_tree().map_err(|e| usage(format!("by: {e}")))?;
         let s = &self.inner;
         let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
         let json = render::json::tree(&r).map_err(json_error)?;
-        Ok((json, r.text(Style { color: false })))
+        let share = min_share.unwrap_or(render::tree::DEFAULT_MIN_SHARE);
+        Ok((json, render::tree::text(&r, share, Style { color: false })))
     }
 
     #[pyo3(signature = (opts=None, at_="end"))]
@@ -308,19 +311,20 @@ impl NativeSession {
 
     /// The report's data as JSON, the line the command prints once the page is written
     /// to `out` (empty without `out`), and the HTML page when `out` is given.
-    #[pyo3(signature = (opts=None, out=None))]
+    #[pyo3(signature = (opts=None, out=None, max_allocations=leakscope::analysis::allocations::DEFAULT_MAX_ALLOCATIONS))]
     fn report_page(
         &self,
         py: Python<'_>,
         opts: Option<&Bound<'_, PyDict>>,
         out: Option<PathBuf>,
+        max_allocations: usize,
     ) -> PyResult<(String, String, Option<String>)> {
         let o = options(opts)?;
+        let mut report_opts = ReportOptions::default();
+        report_opts.max_allocations = max_allocations;
         let s = &self.inner;
         py.detach(|| {
-            let data = s
-                .report(&o, &ReportOptions::default())
-                .map_err(session_error)?;
+            let data = s.report(&o, &report_opts).map_err(session_error)?;
             let json = serde_json::to_string(&data).map_err(json_error)?;
             let Some(out) = out else {
                 return Ok((json, String::new(), None));
@@ -512,9 +516,9 @@ fn export_parquet(
     windows: Option<&str>,
     roles: Option<PathBuf>,
 ) -> PyResult<String> {
-    let mut opts = session::ExportOptions::default();
+    let mut opts = export::ExportOptions::default();
     opts.analysis = export_analysis(windows, roles.as_deref())?;
-    exported(py.detach(|| session::export_parquet(&paths, &out_dir, &opts)))
+    exported(py.detach(|| export::export_parquet(&paths, &out_dir, &opts)))
 }
 
 /// Files and run directories as one Perfetto trace at `out` (`leakscope export
@@ -529,10 +533,10 @@ fn export_perfetto(
     windows: Option<&str>,
     roles: Option<PathBuf>,
 ) -> PyResult<String> {
-    let mut opts = session::PerfettoOptions::default();
+    let mut opts = export::PerfettoOptions::default();
     opts.export.analysis = export_analysis(windows, roles.as_deref())?;
     opts.gzip = out.extension().is_some_and(|e| e == "gz");
-    exported(py.detach(|| session::export_perfetto(&paths, &out, &opts)))
+    exported(py.detach(|| export::export_perfetto(&paths, &out, &opts)))
 }
 
 /// One file's gzipped pprof profile at `out` (`leakscope export --pprof`): live bytes by
@@ -549,15 +553,15 @@ fn export_pprof(
     windows: Option<&str>,
     roles: Option<PathBuf>,
 ) -> PyResult<String> {
-    let mut opts = session::PprofOptions::default();
+    let mut opts = export::PprofOptions::default();
     opts.at = parse(at_, "at")?;
     opts.growth = growth;
     opts.export.analysis = export_analysis(windows, roles.as_deref())?;
-    exported(py.detach(|| session::export_pprof(&path, &out, &opts)))
+    exported(py.detach(|| export::export_pprof(&path, &out, &opts)))
 }
 
 /// An export's summary as JSON, or its error as the exception of its kind.
-fn exported<T: serde::Serialize>(r: Result<T, session::ExportError>) -> PyResult<String> {
+fn exported<T: serde::Serialize>(r: Result<T, export::ExportError>) -> PyResult<String> {
     match r {
         Ok(written) => serde_json::to_string(&written).map_err(json_error),
         Err(e) => Err(kind_error(e.kind(), e.to_string())),

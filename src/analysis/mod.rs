@@ -5,7 +5,6 @@
 
 pub mod allocations;
 pub mod capture;
-pub mod check;
 pub mod compare;
 pub mod counters;
 pub mod leaks;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::analysis::check::Measured;
+use super::gate::Measured;
 use crate::attribute::Site;
 
 /// Why a baseline file cannot be used.

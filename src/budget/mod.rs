@@ -4,6 +4,7 @@
 //! skipped; and the baseline an earlier run's JSON gives.
 
 mod baseline;
+pub mod gate;
 mod size;
 
 use regex::Regex;

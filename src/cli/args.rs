@@ -450,7 +450,7 @@ pub struct DrawnArgs {
 pub struct LoadArgs {
     /// Largest decompressed size accepted for .gz/.zst input, in bytes (by default the
     /// smaller of 16 GiB and half this machine's memory)
-    #[arg(long, default_value_t = crate::load::default_max_decompressed_bytes())]
+    #[arg(long, default_value_t = crate::session::default_max_decompressed_bytes())]
     pub max_decompressed_bytes: u64,
 }
 

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analysis::range::Bound;
 use crate::budget::{Baseline, Budget};
+use crate::export;
 use crate::files::Inputs;
 use crate::render::{self, Style, Text};
 use crate::session::{self, CheckReport, Options, ReportOptions};
@@ -273,10 +274,10 @@ impl ConvertCmd {
         let s = output::open(&self.input, &self.load, false)?;
         if ext == "json" {
             let mut w = inputs.create(out)?;
-            crate::convert::write_json(s.snapshot(), &mut w)?;
+            s.write_json(&mut w)?;
             w.commit()?;
         } else {
-            output::file(&inputs, out, &crate::load::cache::encode(s.snapshot())?)?;
+            output::file(&inputs, out, &s.cache_bytes()?)?;
         }
         eprintln!("wrote {}", out.display());
         Ok(())
@@ -323,7 +324,7 @@ impl SliceCmd {
 
 impl ExportCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
-        let mut opts = session::ExportOptions::default();
+        let mut opts = export::ExportOptions::default();
         opts.analysis.windows = self.windows.clone();
         opts.analysis.devices = self.device;
         if let Some(r) = &self.roles {
@@ -340,26 +341,26 @@ impl ExportCmd {
         let mut json = serde_json::Map::new();
         let mut text = String::new();
         if let Some(dir) = &self.parquet {
-            let written = exported(session::export_parquet(&self.paths, dir, &opts))?;
-            text.push_str(&render::parquet::text(&written, style));
+            let written = exported(export::export_parquet(&self.paths, dir, &opts))?;
+            text.push_str(&export::encode::parquet::text(&written, style));
             json.insert("parquet".into(), serde_json::to_value(&written)?);
         }
         if let Some(out) = &self.perfetto {
-            let mut p = session::PerfettoOptions::default();
+            let mut p = export::PerfettoOptions::default();
             p.export = opts.clone();
             p.gzip = out.extension().is_some_and(|e| e == "gz");
             p.top_sites = usize::from(self.top_sites);
-            let written = exported(session::export_perfetto(&self.paths, out, &p))?;
-            text.push_str(&render::exported::perfetto(&written));
+            let written = exported(export::export_perfetto(&self.paths, out, &p))?;
+            text.push_str(&export::text::perfetto(&written));
             json.insert("perfetto".into(), serde_json::to_value(&written)?);
         }
         if let Some(out) = &self.pprof {
-            let mut p = session::PprofOptions::default();
+            let mut p = export::PprofOptions::default();
             p.export = opts.clone();
             p.at = self.at;
             p.growth = self.growth;
-            let written = exported(session::export_pprof(&self.paths[0], out, &p))?;
-            text.push_str(&render::exported::pprof(&written));
+            let written = exported(export::export_pprof(&self.paths[0], out, &p))?;
+            text.push_str(&export::text::pprof(&written));
             json.insert("pprof".into(), serde_json::to_value(&written)?);
         }
         if !self.json {
@@ -375,12 +376,12 @@ impl ExportCmd {
 
 /// An export's result, its errors as the exit code wants them: the input's fault (exit 2)
 /// when nothing could be read or a file cannot be analysed as asked.
-fn exported<T>(r: Result<T, session::ExportError>) -> anyhow::Result<T> {
+fn exported<T>(r: Result<T, export::ExportError>) -> anyhow::Result<T> {
     match r {
         Ok(t) => Ok(t),
-        Err(e @ session::ExportError::NothingRead { .. }) => Err(Usage(e.to_string()).into()),
-        Err(session::ExportError::Session(e)) => Err(e.into()),
-        Err(session::ExportError::Output(e)) => Err(e.into()),
+        Err(e @ export::ExportError::NothingRead { .. }) => Err(Usage(e.to_string()).into()),
+        Err(export::ExportError::Session(e)) => Err(e.into()),
+        Err(export::ExportError::Output(e)) => Err(e.into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Style, bytes, terminal_text};
-use crate::analysis::check::{Case, Limit};
+use crate::budget::gate::{Case, Limit};
 use crate::session::CheckReport;
 
 /// What a case's numbers mean, in words: for growth, the site and its stack.

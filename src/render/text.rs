@@ -13,7 +13,8 @@ use crate::session::{
 /// ```
 /// use leakscope::render::{Style, Text};
 /// use leakscope::session::Session;
-/// let s = Session::open("fixtures/scenarios/control_no_leak.pickle".as_ref(), Default::default())?;
+/// let path = std::path::Path::new("fixtures/scenarios/control_no_leak.pickle");
+/// let s = Session::open(path, Default::default())?;
 /// let text = s.summary().text(Style { color: false });
 /// assert!(text.contains("reserved"));
 /// # Ok::<(), leakscope::session::SessionError>(())

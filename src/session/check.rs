@@ -7,8 +7,8 @@ use super::Session;
 use super::error::SessionError;
 use super::options::Options;
 use super::reports::schema;
-use crate::analysis::check::{self, Case, Measured};
 use crate::analysis::{roles, top};
+use crate::budget::gate::{self as check, Case, Measured};
 use crate::budget::{Baseline, Budget};
 
 /// One device's check.

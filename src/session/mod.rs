@@ -21,7 +21,6 @@ mod compare;
 mod compare_steps;
 mod discover;
 mod error;
-mod export;
 mod options;
 mod ranks;
 mod report;
@@ -44,20 +43,20 @@ use crate::load::{LoadOptions, load_path};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{AllocatorState, Consistency};
 
+/// The default limit on decompressed bytes of a `.gz`/`.zst` input (what
+/// `--max-decompressed-bytes` starts from).
+pub use crate::load::default_max_decompressed_bytes;
 pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
 pub use compare::{CompareAtReport, CompareReport, CompareSide, Unpaired, compare, compare_at};
 pub use compare_steps::{CompareStepsReport, STEP_ROWS, StepPair, compare_steps};
 pub use discover::{Found, Listing, Special, discover, walk};
 pub use error::SessionError;
-pub use export::{
-    ExportError, ExportOptions, ExportSummary, Failed, PerfettoOptions, PerfettoSummary,
-    PprofOptions, PprofSummary, TableSummary, export_parquet, export_perfetto, export_pprof,
-};
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
 pub use ranks::{
     FileRanks, RankSeries, RanksReport, SERIES_MIN_STEPS, TOP_SUSPECTS, analyse_file, merge_ranks,
     ranks,
 };
+pub(crate) use ranks::{device_row, rank_series, row};
 pub use report::{
     DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
 };
@@ -124,6 +123,16 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The snapshot as a leakscope cache file's bytes (`convert x.msgpack`).
+    pub fn cache_bytes(&self) -> Result<Vec<u8>, crate::error::WriteError> {
+        crate::load::cache::encode(self.snapshot())
+    }
+
+    /// The snapshot as the JSON of the dict PyTorch pickles (`convert x.json`).
+    pub fn write_json(&self, w: impl std::io::Write) -> Result<(), crate::error::WriteError> {
+        crate::convert::write_json(self.snapshot(), w)
     }
 
     /// The snapshot.
@@ -214,7 +223,11 @@ impl Session {
     }
 
     /// Cuts every run's windows; an error when `--within` matched on none of them.
-    fn cut_windows(&self, runs: &mut [DeviceRun], opts: &Options) -> Result<(), SessionError> {
+    pub(crate) fn cut_windows(
+        &self,
+        runs: &mut [DeviceRun],
+        opts: &Options,
+    ) -> Result<(), SessionError> {
         runs.par_iter_mut().for_each(|r| {
             r.windows();
         });
@@ -269,7 +282,7 @@ impl Session {
     }
 
     /// Resolves `at` on every run; an error when it exists on none.
-    fn points(
+    pub(crate) fn points(
         &self,
         runs: &[DeviceRun],
         at: At,

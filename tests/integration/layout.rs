@@ -1,6 +1,6 @@
 //! The layout docs/design.md promises, checked on the sources: no two files of `src/`
-//! depend on each other (directly or round a longer loop), the analyses never reach the
-//! output stage, and the binary's functions fit on a screen.
+//! depend on each other (directly or round a longer loop), each stage imports only down
+//! the data's path, and the binary's functions fit on a screen.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -169,17 +169,69 @@ fn the_cycle_check_sees_a_cycle() {
     );
 }
 
-#[test]
-fn analyses_never_reach_the_output() {
-    for (m, code) in sources() {
-        if m.first().is_some_and(|s| s == "analysis") {
-            assert!(
-                !code.contains("crate::render") && !code.contains("crate::session"),
-                "{} reaches up",
-                m.join("/")
-            );
+/// Imports that go down the data's path the wrong way: `(from, to)` top-level modules a
+/// file of `from` may never reference. The session returns reports and never reaches the
+/// output stages; analyses know no budgets and no sessions; the binary goes through the
+/// session layer, never the loader or the replay (`src/main.rs` only calls `cli`).
+const FORBIDDEN: [(&str, &str); 9] = [
+    ("analysis", "render"),
+    ("analysis", "session"),
+    ("analysis", "budget"),
+    ("analysis", "export"),
+    ("session", "render"),
+    ("session", "export"),
+    ("render", "export"),
+    ("cli", "load"),
+    ("cli", "replay"),
+];
+
+/// The files of `files` whose references break [`FORBIDDEN`], as `from -> to` lines.
+fn wrong_way(files: &BTreeMap<Vec<String>, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (m, code) in files {
+        let top = m.first().map_or("", String::as_str);
+        for r in references(m, code, files) {
+            let to = r.first().map_or("", String::as_str);
+            if FORBIDDEN.contains(&(top, to)) {
+                out.push(format!("{} -> {}", m.join("/"), r.join("/")));
+            }
         }
     }
+    out
+}
+
+#[test]
+fn stages_import_only_down_the_datas_path() {
+    let bad = wrong_way(&sources());
+    assert!(bad.is_empty(), "imports against the stages: {bad:#?}");
+}
+
+/// The check above sees each kind of wrong import it forbids, in miniature.
+#[test]
+fn the_stage_check_sees_wrong_imports() {
+    let m = |s: &str| s.split('/').map(str::to_string).collect::<Vec<_>>();
+    let mut files = BTreeMap::new();
+    files.insert(m("render/top"), "pub struct X;".to_string());
+    files.insert(m("session/x"), "use crate::render::top::X;".to_string());
+    files.insert(m("budget/gate"), "pub struct Measured;".to_string());
+    files.insert(
+        m("analysis/y"),
+        "use crate::budget::gate::Measured;".to_string(),
+    );
+    files.insert(m("load/cache"), "pub fn encode() {}".to_string());
+    files.insert(
+        m("cli/commands"),
+        "fn f() { crate::load::cache::encode(); }".to_string(),
+    );
+    let bad = wrong_way(&files);
+    assert_eq!(
+        bad,
+        [
+            "analysis/y -> budget/gate",
+            "cli/commands -> load/cache",
+            "session/x -> render/top"
+        ]
+    );
 }
 
 #[test]

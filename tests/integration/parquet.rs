@@ -10,7 +10,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
 use leakscope::analysis::At;
-use leakscope::session::{ExportError, ExportOptions, Options, Session, export_parquet};
+use leakscope::export::{ExportError, ExportOptions, export_parquet};
+use leakscope::session::{Options, Session};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 

@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::export::ExportSummary;
 use crate::render::{Align, Style, Table, count, terminal_text};
-use crate::session::ExportSummary;
 
 /// The tables with their rows and files; the counts of files read, failed and skipped.
 pub fn text(s: &ExportSummary, style: Style) -> String {

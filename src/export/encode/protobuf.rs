@@ -7,7 +7,7 @@
 /// own and appended with [`Message::message`] (protobuf needs their length first).
 ///
 /// ```
-/// use leakscope::render::protobuf::Message;
+/// use leakscope::export::encode::protobuf::Message;
 /// let mut m = Message::default();
 /// m.uint(1, 150);
 /// assert_eq!(m.bytes(), &[0x08, 0x96, 0x01]);

@@ -1,24 +1,28 @@
-//! `export`: what leakscope finds, in the formats other tools open. Parquet tables for
-//! whole runs (`parquet`), a Perfetto timeline (`perfetto`) and pprof profiles (`pprof`);
-//! `roles` gives each the memory roles it shows.
-//! Each loads its files through the session layer and hands typed values to `render`.
+//! The export stage: what leakscope finds, in the formats other tools open. Parquet
+//! tables for whole runs (`parquet`), a Perfetto timeline (`perfetto`) and pprof profiles
+//! (`pprof`); `roles` gives each the memory roles it shows, `encode` writes the formats,
+//! `text` says what was written. It sits above the session layer (which returns reports
+//! only) and beside `render`: it loads files through the session and encodes typed
+//! values itself.
 
+pub mod encode;
 mod parquet;
 mod perfetto;
 mod pprof;
 mod roles;
-
-use std::path::PathBuf;
-
-use crate::error::ErrorKind;
-use crate::load::LoadOptions;
-use crate::render::parquet::TableError;
-use crate::session::discover::Found;
-use crate::session::{Options, Session, SessionError};
+pub mod text;
 
 pub use parquet::{ExportSummary, Failed, TableSummary, export_parquet};
 pub use perfetto::{PerfettoOptions, PerfettoSummary, export_perfetto};
 pub use pprof::{PprofOptions, PprofSummary, export_pprof};
+
+use std::path::PathBuf;
+
+use crate::error::ErrorKind;
+use crate::export::encode::parquet::TableError;
+use crate::load::LoadOptions;
+use crate::session::Found;
+use crate::session::{Options, Session, SessionError};
 
 /// How files are analysed and loaded for an export.
 #[derive(Clone, Debug)]

@@ -101,7 +101,7 @@ impl Strings {
 /// location (id = index + 1) with one line; functions are shared by name and file.
 ///
 /// ```
-/// use leakscope::render::pprof::{Frame, Profile, Sample, write};
+/// use leakscope::export::encode::pprof::{Frame, Profile, Sample, write};
 /// let p = Profile {
 ///     sample_types: vec![("space".into(), "bytes".into())],
 ///     default_sample_type: "space".into(),

@@ -254,7 +254,7 @@ fn stack_order(slices: &[Slice]) -> Vec<(i64, Option<&Slice>)> {
 /// Encodes `t` as a Perfetto trace into `out`; returns the bytes written.
 ///
 /// ```
-/// use leakscope::render::perfetto::{Counter, DeviceTracks, ProcessTracks, Timeline, write};
+/// use leakscope::export::encode::perfetto::{Counter, DeviceTracks, ProcessTracks, Timeline, write};
 /// let t = Timeline {
 ///     processes: vec![ProcessTracks {
 ///         pid: 1,

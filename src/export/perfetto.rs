@@ -25,13 +25,13 @@ use crate::analysis::leaks::Growth;
 use crate::analysis::roles::{RoleSeries, role_series};
 use crate::analysis::spans::{self, Span};
 use crate::error::ErrorKind;
-use crate::model::fxhash::FastMap;
-use crate::model::{DeviceView, Snapshot, TimedEvents, flags};
-use crate::render::perfetto::{
+use crate::export::encode::perfetto::{
     self, Arg, Counter, DeviceTracks, Instant, ProcessTracks, Slice, SliceTrack, Timeline,
 };
+use crate::model::fxhash::FastMap;
+use crate::model::{DeviceView, Snapshot, TimedEvents, flags};
 use crate::replay::AllocatorState;
-use crate::session::discover::Found;
+use crate::session::Found;
 use crate::session::{DeviceRun, Session, SessionError};
 
 /// Schema of [`PerfettoSummary`]'s JSON.
@@ -550,7 +550,8 @@ impl Session {
     /// for [`perfetto::write`]: in memory, without files.
     ///
     /// ```
-    /// use leakscope::session::{PerfettoOptions, Session};
+    /// use leakscope::export::PerfettoOptions;
+    /// use leakscope::session::Session;
     /// let s = Session::open("fixtures/scenarios/fragmentation_oom.pickle", Default::default())?;
     /// let t = s.perfetto(&PerfettoOptions::default())?;
     /// let oom = t.processes[0].devices[0].instants.iter().any(|i| i.name.starts_with("OOM"));
@@ -595,14 +596,14 @@ fn timebase_note(timed: bool) -> String {
 /// `ranks` finds them) as one Perfetto trace at `out`.
 ///
 /// ```
-/// use leakscope::session::{PerfettoOptions, export_perfetto};
+/// use leakscope::export::{PerfettoOptions, export_perfetto};
 /// let out = std::env::temp_dir().join(format!("leakscope-doc-{}.perfetto-trace", std::process::id()));
 /// let f = ["fixtures/scenarios/pp_last_stage_recv_pinned.pickle".into()];
 /// let written = export_perfetto(&f, &out, &PerfettoOptions::default())?;
 /// assert_eq!(written.files_read, 1);
 /// assert!(written.instants >= 2); // the peak and the leak's onset
 /// # std::fs::remove_file(&out).ok();
-/// # Ok::<(), leakscope::session::ExportError>(())
+/// # Ok::<(), leakscope::export::ExportError>(())
 /// ```
 pub fn export_perfetto(
     paths: &[PathBuf],

@@ -1,13 +1,13 @@
-//! `leakscope check`: a compiled budget applied to one device's findings. Every limit
+//! The gate of `leakscope check`: a compiled budget applied to one device's findings. Every limit
 //! becomes a case that passes or fails with its numbers and, for growth, the site and its
 //! stack; words are the output's business.
 
 use serde::{Serialize, Serializer};
 
-use super::leaks::{DeviceLeaks, Growth, Kind};
-use super::top::DeviceTop;
+use super::Budget;
+use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
+use crate::analysis::top::DeviceTop;
 use crate::attribute::Site;
-use crate::budget::Budget;
 
 /// What one device measured.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -26,7 +26,7 @@ pub struct Measured {
     pub end_reserved: u64,
     /// The most bytes of each role live at any point.
     #[serde(default)]
-    pub peak_requested_by_role: Vec<super::top::RoleBytes>,
+    pub peak_requested_by_role: Vec<crate::analysis::top::RoleBytes>,
 }
 
 /// What one device's memory measured, apart from growth.
@@ -41,7 +41,7 @@ pub struct MemoryFigures {
     /// Reserved at the end.
     pub end_reserved: u64,
     /// The most bytes of each role live at any point.
-    pub peak_requested_by_role: Vec<super::top::RoleBytes>,
+    pub peak_requested_by_role: Vec<crate::analysis::top::RoleBytes>,
 }
 
 /// Measures one device's leak report and memory.

@@ -25,14 +25,14 @@ use crate::analysis::point;
 use crate::analysis::ranks::{RankRow, flag_outliers};
 use crate::analysis::top::{self, DeviceTop};
 use crate::error::ErrorKind;
+use crate::export::encode::parquet::events::EventRoles;
+use crate::export::encode::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
 use crate::files::{Inputs, OutputError, WholeDir};
-use crate::render::parquet::events::EventRoles;
-use crate::render::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
+use crate::session::Options;
 use crate::session::Session;
-use crate::session::discover::{Found, Special, walk};
-use crate::session::error::SessionError;
-use crate::session::options::Options;
-use crate::session::ranks::{device_row, merge_ranks, rank_series, row};
+use crate::session::SessionError;
+use crate::session::{Found, Special, walk};
+use crate::session::{device_row, merge_ranks, rank_series, row};
 
 /// Schema of [`ExportSummary`]'s JSON.
 pub const SCHEMA: &str = "leakscope.export/1";
@@ -371,7 +371,7 @@ impl Writers {
 /// rows, its `ranks` row says why.
 ///
 /// ```
-/// use leakscope::session::{ExportOptions, export_parquet};
+/// use leakscope::export::{ExportOptions, export_parquet};
 /// let out = std::env::temp_dir().join(format!("leakscope-doc-export-{}", std::process::id()));
 /// let run = ["fixtures/scenarios/verl_ranks".into()];
 /// let written = export_parquet(&run, &out, &ExportOptions::default())?;
@@ -379,7 +379,7 @@ impl Writers {
 /// assert_eq!(written.tables[4].table, "events");
 /// assert!(out.join("events.parquet").is_file());
 /// # std::fs::remove_dir_all(&out).ok();
-/// # Ok::<(), leakscope::session::ExportError>(())
+/// # Ok::<(), leakscope::export::ExportError>(())
 /// ```
 pub fn export_parquet(
     paths: &[PathBuf],

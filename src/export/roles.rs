@@ -12,7 +12,7 @@ use crate::replay::{Origin, Replay};
 
 /// An event of no allocation (a segment event, an OOM, a stray `free_requested`) in
 /// [`event_roles`].
-pub(crate) use crate::render::parquet::events::NO_ROLE;
+pub(crate) use crate::export::encode::parquet::events::NO_ROLE;
 
 /// The role id of the allocation each event of `trace` belongs to (its `alloc`, its
 /// `free_requested`, the free that ends it), [`NO_ROLE`] for events of no allocation.

@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::{bytes, count, terminal_text};
-use crate::session::{PerfettoSummary, PprofSummary};
+use super::{PerfettoSummary, PprofSummary};
+use crate::render::{bytes, count, terminal_text};
 
 /// The trace file, its time axis, its tracks' contents, and the inputs not read.
 pub fn perfetto(s: &PerfettoSummary) -> String {
@@ -70,7 +70,7 @@ pub fn pprof(s: &PprofSummary) -> String {
         bytes(s.file_bytes),
         what,
         count(s.samples),
-        super::device_list(&s.devices),
+        crate::render::device_list(&s.devices),
     );
     for l in &s.left_out {
         let _ = writeln!(o, "  left out: {}", terminal_text(l));

@@ -15,10 +15,10 @@ use super::{ExportError, ExportOptions};
 use crate::analysis::leaks::survivors_by_stack;
 use crate::analysis::point::At;
 use crate::attribute::{NO_FRAME, UNTRACED};
+use crate::export::encode::pprof::{self, Frame, Profile, Sample};
 use crate::load::LoadOptions;
 use crate::model::fxhash::FastMap;
 use crate::model::{FrameId, Snapshot, StackId};
-use crate::render::pprof::{self, Frame, Profile, Sample};
 use crate::session::{Session, SessionError};
 
 /// Schema of [`PprofSummary`]'s JSON.
@@ -106,14 +106,14 @@ impl Frames {
 /// Writes the profile of `file` to `out` (gzipped).
 ///
 /// ```
-/// use leakscope::session::{PprofOptions, export_pprof};
+/// use leakscope::export::{PprofOptions, export_pprof};
 /// let out = std::env::temp_dir().join(format!("leakscope-doc-{}.pb.gz", std::process::id()));
 /// let f = "fixtures/scenarios/pp_last_stage_recv_pinned.pickle";
 /// let written = export_pprof(f.as_ref(), &out, &PprofOptions::default())?;
 /// assert_eq!(written.profile, "live");
 /// assert!(written.total > 0);
 /// # std::fs::remove_file(&out).ok();
-/// # Ok::<(), leakscope::session::ExportError>(())
+/// # Ok::<(), leakscope::export::ExportError>(())
 /// ```
 pub fn export_pprof(
     file: &Path,
@@ -164,7 +164,8 @@ impl Session {
     /// `opts.growth`), for [`pprof::write`]: in memory, without files.
     ///
     /// ```
-    /// use leakscope::session::{PprofOptions, Session};
+    /// use leakscope::export::PprofOptions;
+    /// use leakscope::session::Session;
     /// let s = Session::open("fixtures/scenarios/two_devices_recv_leak.pickle", Default::default())?;
     /// let p = s.pprof(&PprofOptions::default())?;
     /// assert_eq!(p.sample_types[0], ("space".to_string(), "bytes".to_string()));

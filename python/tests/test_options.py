@@ -1,0 +1,53 @@
+"""Every option of each command is a keyword of its Python call: the list is read from the
+command line's own ``--help`` (its definition), so an option added there and not here
+fails this test."""
+
+import inspect
+import re
+import subprocess
+
+import pytest
+
+import leakscope
+from cli import cli
+
+#: What only the command line has, and where Python has it instead.
+CLI_ONLY = {
+    "help": "Python's help()",
+    "json": "every result's to_dict()",
+    "max-decompressed-bytes": "leakscope.load(max_decompressed_bytes=...)",
+    "rank": "leakscope.load_series(directory, rank=...)",
+    "junit": "CheckResult.junit",
+}
+#: Options whose keyword has another name.
+RENAMED = {"output": "path"}
+
+CALLS = {
+    "summary": leakscope.Snapshot.summary,
+    "leaks": leakscope.Snapshot.leaks,
+    "windows": leakscope.Snapshot.windows,
+    "top": leakscope.Snapshot.top,
+    "tree": leakscope.Snapshot.tree,
+    "segments": leakscope.Snapshot.segments,
+    "timeline": leakscope.Snapshot.timeline,
+    "oom": leakscope.Snapshot.oom,
+    "flamegraph": leakscope.Snapshot.flamegraph,
+    "report": leakscope.Snapshot.report,
+    "compare": leakscope.compare,
+    "ranks": leakscope.ranks,
+    "check": leakscope.check,
+}
+
+
+def options_of(command: str) -> list:
+    text = subprocess.run(cli() + [command, "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    return re.findall(r"^\s+(?:-\w, )?--([a-z][a-z-]*)", text, re.M)
+
+
+@pytest.mark.parametrize("command", sorted(CALLS))
+def test_every_option_is_a_keyword(command):
+    params = inspect.signature(CALLS[command]).parameters
+    missing = [o for o in options_of(command)
+               if o not in CLI_ONLY and RENAMED.get(o, o.replace("-", "_")) not in params]
+    assert not missing, f"{command}: the command takes {missing}, its Python call does not"
