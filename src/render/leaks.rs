@@ -41,17 +41,19 @@ const WRAPPED: &str = "the trace misses its start (memory alive when recording b
 /// search's figures are under `leakscope windows`.
 fn windows_unit(w: &crate::analysis::leaks::WindowInfo) -> String {
     use crate::windows::WindowSource;
-    // Paths make the line long; the file's name and line say where.
-    let short = |u: &str| {
-        let (head, site) = u.split_once(" at ").unwrap_or(("", u));
-        let site = site.rsplit('/').next().unwrap_or(site);
-        format!("{head}s at {site}")
-    };
     match w.source {
         WindowSource::Annotation => format!("{} (annotations)", w.unit),
         WindowSource::Metadata => "values of user_metadata".into(),
-        WindowSource::Frame => format!("units of work ({})", w.unit.replace("entry", "entries")),
-        WindowSource::Site => format!("units of work ({})", short(&w.unit)),
+        WindowSource::Frame => {
+            let function = w.unit.strip_prefix("entry into ").unwrap_or(&w.unit);
+            format!("units of work (entries into {function})")
+        }
+        WindowSource::Site => {
+            let site = w.unit.strip_prefix("allocation at ").unwrap_or(&w.unit);
+            // Paths make the line long; the file's name and line say where.
+            let short = site.rsplit('/').next().unwrap_or(site);
+            format!("units of work (allocations at {short})")
+        }
         WindowSource::Every => format!("every {}", w.unit),
         WindowSource::Snapshots => "one per snapshot after the first".into(),
         _ => w.unit.clone(),
