@@ -6,7 +6,8 @@
 //! to call sites) → [`windows`] (micro-batches) → [`analysis`] (pure functions giving
 //! typed findings) → [`render`] (terminal tables, JSON, HTML, flame graphs, JUnit).
 //! [`session`] puts them together: "these files, these options" into reports, for every
-//! device; the `leakscope` binary, tests and fuzz targets all go through it.
+//! device; the `leakscope` binary, tests and fuzz targets all go through it. The reports
+//! themselves are data only, in [`report`], below both the session and the output stages.
 //!
 //! Load a snapshot and find what grows per micro-batch:
 //!
@@ -46,6 +47,7 @@ pub mod load;
 pub mod model;
 pub mod render;
 pub mod replay;
+pub mod report;
 pub mod session;
 pub mod windows;
 

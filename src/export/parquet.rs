@@ -28,10 +28,11 @@ use crate::error::ErrorKind;
 use crate::export::encode::parquet::events::EventRoles;
 use crate::export::encode::parquet::{self as tables, FileKey, Table, TableError, TableWriter};
 use crate::files::{Inputs, OutputError, WholeDir};
+use crate::report::Special;
 use crate::session::Options;
 use crate::session::Session;
 use crate::session::SessionError;
-use crate::session::{Found, Special, walk};
+use crate::session::{Found, walk};
 use crate::session::{device_row, merge_ranks, rank_series, row};
 
 /// Schema of [`ExportSummary`]'s JSON.

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device};
 use crate::analysis::allocations::{Band, DeviceAllocations};
-use crate::session::TimelineReport;
+use crate::report::TimelineReport;
 
 /// Bands listed per device in the text.
 const LISTED: usize = 15;

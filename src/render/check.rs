@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{Style, bytes, terminal_text};
 use crate::budget::gate::{Case, Limit};
-use crate::session::CheckReport;
+use crate::report::CheckReport;
 
 /// What a case's numbers mean, in words: for growth, the site and its stack.
 pub fn case_detail(c: &Case) -> String {

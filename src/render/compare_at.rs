@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, signed_bytes, terminal_text};
 use crate::analysis::point_diff::DevicePointDiff;
-use crate::session::{CompareAtReport, CompareStepsReport};
+use crate::report::{CompareAtReport, CompareStepsReport};
 
 /// Rows shown per device pair.
 const ROWS: usize = 25;

@@ -10,7 +10,7 @@ use inferno::flamegraph::{self, Options, Palette, color::BasicPalette};
 use crate::analysis::tree::{CallTree, NodeKind};
 use crate::attribute::NO_FRAME;
 use crate::model::size::sum_sizes;
-use crate::session::{ReportData, TreeReport};
+use crate::report::{ReportData, TreeReport};
 
 use super::{bytes, count, device_list, terminal_text};
 

@@ -13,7 +13,7 @@ use crate::analysis::oom::DeviceOom;
 use crate::analysis::point::Point;
 use crate::analysis::top::{DeviceTop, TopRow};
 use crate::attribute::Site;
-use crate::session::{DeviceReport, ReportData};
+use crate::report::{DeviceReport, ReportData};
 
 use super::{bytes, count, device_list, terminal_text};
 

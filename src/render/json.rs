@@ -8,7 +8,7 @@ use petgraph::graph::NodeIndex;
 use serde::Serialize;
 
 use crate::analysis::tree::{CallTree, DeviceTree, NodeKind};
-use crate::session::TreeReport;
+use crate::report::TreeReport;
 
 /// `v` as pretty-printed JSON and a final newline.
 pub fn pretty<T: Serialize>(v: &T) -> Result<String, serde_json::Error> {

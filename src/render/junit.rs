@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::bytes;
 use super::check::case_detail;
-use crate::session::CheckReport;
+use crate::report::CheckReport;
 
 /// XML text and attribute values; control characters, which XML 1.0 does not allow, shown
 /// escaped as on a terminal.

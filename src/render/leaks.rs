@@ -8,7 +8,7 @@ use crate::analysis::leaks::NoVerdicts;
 use crate::analysis::leaks::{DeviceLeaks, Growth, Kind};
 use crate::analysis::top::TopRow;
 use crate::attribute::GroupBy;
-use crate::session::{CompareReport, LeaksReport};
+use crate::report::{CompareReport, LeaksReport};
 
 fn release(g: &Growth, series: bool) -> String {
     match &g.released_at {

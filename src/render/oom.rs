@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device, terminal_text};
 use crate::analysis::oom::{Advice, DeviceOom};
-use crate::session::OomReport;
+use crate::report::OomReport;
 
 /// Renders every explained device.
 pub fn text(r: &OomReport, style: Style) -> String {

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, terminal_text};
-use crate::session::{RanksReport, Special};
+use crate::report::{RanksReport, Special};
 
 /// Special files shown by name in the warning; the rest are counted.
 const SPECIAL_NAMED: usize = 5;

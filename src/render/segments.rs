@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::{Align, Style, Table, bytes, count, per_device};
 use crate::analysis::segments::{DeviceSegments, SegmentRow};
 use crate::model::size::{end_of, sum_sizes};
-use crate::session::SegmentsReport;
+use crate::report::SegmentsReport;
 
 const BAR: u64 = 32;
 

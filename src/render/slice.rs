@@ -1,6 +1,6 @@
 //! `slice`'s line on standard error: what was written, per device.
 
-use crate::session::SliceReport;
+use crate::report::SliceReport;
 
 use super::{bytes, count, terminal_text};
 

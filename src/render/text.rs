@@ -3,7 +3,7 @@
 
 use super::Style;
 use crate::analysis::summary::Summary;
-use crate::session::{
+use crate::report::{
     CheckReport, CompareAtReport, CompareReport, CompareStepsReport, LeaksReport, OomReport,
     RanksReport, SegmentsReport, TimelineReport, TopReport, TreeReport, WindowsReport,
 };

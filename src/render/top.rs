@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device};
 use crate::analysis::top::{DeviceTop, RoleBytes};
-use crate::session::TopReport;
+use crate::report::TopReport;
 
 /// Renders the report: a table per device, then the devices where the point does not
 /// exist and those with nothing recorded.

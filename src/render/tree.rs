@@ -8,7 +8,7 @@ use petgraph::graph::NodeIndex;
 use super::{Align, Style, Table, bytes, count, per_device};
 use crate::analysis::point::Point;
 use crate::analysis::tree::DeviceTree;
-use crate::session::TreeReport;
+use crate::report::TreeReport;
 
 /// Default of `--min-share`: nodes under 1% of the tree's bytes are summed up.
 pub const DEFAULT_MIN_SHARE: f64 = 0.01;

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::{Align, Style, Table, count, per_device, terminal_text};
-use crate::session::WindowsReport;
+use crate::report::WindowsReport;
 use crate::windows::{Candidate, Failure, Quality, Windows};
 
 /// What a failed check means, in words.

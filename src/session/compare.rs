@@ -2,18 +2,16 @@
 //! backward pass), and the two put side by side device by device.
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use super::Session;
 use super::error::SessionError;
 use super::options::Options;
-use super::reports::TopReport;
-use super::reports::schema;
 use crate::analysis::At;
-use crate::analysis::compare::{self, DeviceCompare, SideInput, backward_bytes};
+use crate::analysis::compare::{self, SideInput, backward_bytes};
 use crate::analysis::leaks::DeviceLeaks;
-use crate::analysis::point_diff::{DevicePointDiff, point_diff};
+use crate::analysis::point_diff::point_diff;
 use crate::analysis::top::{self, DeviceTop};
+use crate::report::{CompareAtReport, CompareReport, TopReport, Unpaired, schema};
 
 /// One device of one run, ready to compare.
 #[derive(Clone, Debug)]
@@ -34,31 +32,6 @@ pub struct CompareSide {
     pub file: String,
     /// Its selected devices.
     pub devices: Vec<SideDevice>,
-}
-
-/// A device of one run with no partner in the other.
-#[derive(Clone, Debug, Serialize)]
-pub struct Unpaired {
-    /// `a` or `b`.
-    pub run: &'static str,
-    /// The device.
-    pub device: i64,
-}
-
-/// `leakscope compare` (`leakscope.compare/3`).
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// Run A's file.
-    pub a: String,
-    /// Run B's file.
-    pub b: String,
-    /// Each device of A against its partner in B: the same index, or the one active
-    /// device of each when both have one (rank files name their own GPU).
-    pub devices: Vec<DeviceCompare>,
-    /// Devices with no partner.
-    pub unpaired: Vec<Unpaired>,
 }
 
 impl Session {
@@ -138,24 +111,6 @@ pub fn compare<'a>(a: &'a CompareSide, b: &'a CompareSide) -> CompareReport {
         devices,
         unpaired,
     }
-}
-
-/// `compare A B --at POINT` (`leakscope.compare_at/2`): the two runs at that point, site by
-/// site.
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareAtReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// Run A's file.
-    pub a: String,
-    /// Run B's file.
-    pub b: String,
-    /// The point compared.
-    pub at: String,
-    /// Each device of A against its partner in B.
-    pub devices: Vec<DevicePointDiff>,
-    /// Devices with no partner, or where the point does not exist.
-    pub unpaired: Vec<Unpaired>,
 }
 
 /// Puts `a` and `b` (`top` at one point with no row limit, per device) side by side.

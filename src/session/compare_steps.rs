@@ -5,53 +5,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::Session;
-use super::compare::{CompareAtReport, compare_at};
+use super::compare::compare_at;
 use super::discover::{Found, walk};
 use super::error::SessionError;
 use super::options::Options;
-use super::reports::schema;
 use crate::analysis::At;
 use crate::load::LoadOptions;
+use crate::report::{CompareAtReport, CompareStepsReport, StepPair, schema};
 
 /// Rows kept per device pair of a step (the largest changes; the rest add up in
 /// [`StepPair::rest_difference`]).
 pub const STEP_ROWS: usize = 10;
-
-/// One rank and step of both runs, compared at the point.
-#[derive(Clone, Debug, Serialize)]
-pub struct StepPair {
-    /// The step label (`12` for `step12`).
-    pub step: String,
-    /// The rank (null when the names have none).
-    pub rank: Option<u64>,
-    /// The comparison, each device's rows cut to the [`STEP_ROWS`] largest changes.
-    pub compare: CompareAtReport,
-    /// Per device pair, the sum of the differences of the rows left out: with the rows
-    /// kept, it adds up to the devices' `difference`.
-    pub rest_difference: Vec<i64>,
-    /// Why the pair could not be compared, when it could not.
-    pub error: Option<String>,
-}
-
-/// `compare DIR_A DIR_B --at POINT` (`leakscope.compare_steps/1`).
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareStepsReport {
-    /// Schema name.
-    pub schema: &'static str,
-    /// Run A's directory.
-    pub a: String,
-    /// Run B's directory.
-    pub b: String,
-    /// The point compared.
-    pub at: String,
-    /// Every rank and step found in both runs, in step order.
-    pub steps: Vec<StepPair>,
-    /// Files of a rank and step found in one run only.
-    pub unpaired: Vec<String>,
-}
 
 /// A file's place in a run: step order, step label, rank.
 type StepKey = (u64, String, Option<u64>);

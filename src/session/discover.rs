@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+use crate::report::Special;
+
 /// A snapshot file found in the directory.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Found {
@@ -39,16 +41,6 @@ fn is_snapshot_name(name: &str) -> bool {
         ]
         .iter()
         .any(|e| lower.ends_with(e))
-}
-
-/// Something found while walking that is neither a directory nor a regular file (a FIFO,
-/// a socket, a device): skipped, never opened (opening a FIFO waits for a writer).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Special {
-    /// Path.
-    pub file: PathBuf,
-    /// What it is: `fifo`, `socket`, `block device`, `character device` or `other`.
-    pub kind: String,
 }
 
 /// What a walk of a run directory found.

@@ -24,7 +24,6 @@ mod error;
 mod options;
 mod ranks;
 mod report;
-mod reports;
 mod run;
 mod series;
 mod slice;
@@ -46,27 +45,28 @@ use crate::replay::{AllocatorState, Consistency};
 /// The default limit on decompressed bytes of a `.gz`/`.zst` input (what
 /// `--max-decompressed-bytes` starts from).
 pub use crate::load::default_max_decompressed_bytes;
-pub use check::{CheckReport, DeviceCheck, FileCheck, check_options};
-pub use compare::{CompareAtReport, CompareReport, CompareSide, Unpaired, compare, compare_at};
-pub use compare_steps::{CompareStepsReport, STEP_ROWS, StepPair, compare_steps};
-pub use discover::{Found, Listing, Special, discover, walk};
+pub use check::check_options;
+pub use compare::{CompareSide, compare, compare_at};
+pub use compare_steps::{STEP_ROWS, compare_steps};
+pub use discover::{Found, Listing, discover, walk};
 pub use error::SessionError;
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
-pub use ranks::{
-    FileRanks, RankSeries, RanksReport, SERIES_MIN_STEPS, TOP_SUSPECTS, analyse_file, merge_ranks,
-    ranks,
-};
+pub use ranks::{FileRanks, SERIES_MIN_STEPS, TOP_SUSPECTS, analyse_file, merge_ranks, ranks};
 pub(crate) use ranks::{device_row, rank_series, row};
-pub use report::{
-    DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, ReportOptions, WindowMarks,
-};
-pub use reports::{
-    LeaksReport, OomReport, PerDevice, SegmentsReport, TimelineReport, TopReport, TreeReport,
-    Unresolved, WindowsReport, schema,
-};
+pub use report::ReportOptions;
 pub use run::DeviceRun;
 pub use series::{MIN_SERIES_FILES, SeriesOptions, natural_order, series_files};
-pub use slice::{Slice, SliceOptions, SliceReport, SlicedDevice};
+pub use slice::{Slice, SliceOptions};
+
+// The reports' types live in `crate::report` (data only, below the session and the output
+// stages); they are named here too, where the session's callers have always found them.
+pub use crate::report::{
+    CheckReport, CompareAtReport, CompareReport, CompareStepsReport, DeviceCheck, DeviceReport,
+    FileCheck, GrowthChart, GrowthLine, LeaksReport, Marker, OomReport, PerDevice, RankSeries,
+    RanksReport, ReportData, SegmentsReport, SliceReport, SlicedDevice, Special, StepPair,
+    TimelineReport, TopReport, TreeReport, Unpaired, Unresolved, WindowMarks, WindowsReport,
+    schema,
+};
 
 /// One loaded snapshot and the name it is reported under.
 pub struct Session {
@@ -451,5 +451,21 @@ impl Session {
             idle_devices: sel.idle,
             disagreements: self.disagreements(),
         })
+    }
+}
+
+/// How the session fills in a report over a file's devices.
+impl<T> PerDevice<T> {
+    /// The same report, grouped by `by`.
+    pub(crate) fn grouped(mut self, by: crate::attribute::GroupBy) -> Self {
+        self.by = Some(by);
+        self
+    }
+
+    /// The same report, of the point `at` (missing on the `unresolved` devices).
+    pub(crate) fn at(mut self, at: At, unresolved: Vec<Unresolved>) -> Self {
+        self.at = Some(at);
+        self.unresolved = unresolved;
+        self
     }
 }

@@ -171,9 +171,11 @@ fn the_cycle_check_sees_a_cycle() {
 
 /// Imports that go down the data's path the wrong way: `(from, to)` top-level modules a
 /// file of `from` may never reference. The session returns reports and never reaches the
-/// output stages; analyses know no budgets and no sessions; the binary goes through the
-/// session layer, never the loader or the replay (`src/main.rs` only calls `cli`).
-const FORBIDDEN: [(&str, &str); 9] = [
+/// output stages; render reads the reports' data (`report`) and never the session that
+/// builds them; the reports are data below both, knowing no session and no output;
+/// analyses know no budgets and no sessions; the binary goes through the session layer,
+/// never the loader or the replay (`src/main.rs` only calls `cli`).
+const FORBIDDEN: [(&str, &str); 13] = [
     ("analysis", "render"),
     ("analysis", "session"),
     ("analysis", "budget"),
@@ -181,6 +183,10 @@ const FORBIDDEN: [(&str, &str); 9] = [
     ("session", "render"),
     ("session", "export"),
     ("render", "export"),
+    ("render", "session"),
+    ("report", "session"),
+    ("report", "render"),
+    ("report", "export"),
     ("cli", "load"),
     ("cli", "replay"),
 ];
@@ -206,13 +212,27 @@ fn stages_import_only_down_the_datas_path() {
     assert!(bad.is_empty(), "imports against the stages: {bad:#?}");
 }
 
-/// The check above sees each kind of wrong import it forbids, in miniature.
+/// The check above sees each kind of wrong import it forbids, in miniature (and lets the
+/// right ones through: the session and render both reading `report`).
 #[test]
 fn the_stage_check_sees_wrong_imports() {
     let m = |s: &str| s.split('/').map(str::to_string).collect::<Vec<_>>();
     let mut files = BTreeMap::new();
     files.insert(m("render/top"), "pub struct X;".to_string());
     files.insert(m("session/x"), "use crate::render::top::X;".to_string());
+    files.insert(m("report/top"), "pub struct TopReport;".to_string());
+    files.insert(
+        m("session/y"),
+        "use crate::report::top::TopReport;".to_string(),
+    );
+    files.insert(
+        m("render/text"),
+        "use crate::report::top::TopReport;\nuse crate::session::y::build;".to_string(),
+    );
+    files.insert(
+        m("report/check"),
+        "pub fn f(s: &crate::session::x::Session, x: crate::render::top::X) {}".to_string(),
+    );
     files.insert(m("budget/gate"), "pub struct Measured;".to_string());
     files.insert(
         m("analysis/y"),
@@ -229,6 +249,9 @@ fn the_stage_check_sees_wrong_imports() {
         [
             "analysis/y -> budget/gate",
             "cli/commands -> load/cache",
+            "render/text -> session/y",
+            "report/check -> render/top",
+            "report/check -> session/x",
             "session/x -> render/top"
         ]
     );

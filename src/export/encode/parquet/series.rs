@@ -9,7 +9,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::columns::{dict_field, file_values};
 use super::table::{Table, TableError, batch};
-use crate::session::RankSeries;
+use crate::report::RankSeries;
 
 /// The table's schema.
 pub fn schema() -> SchemaRef {

@@ -1,4 +1,4 @@
-//! The reports a session gives, one per command: every device's findings, with the
+//! The reports over a file's devices, one per command: every device's findings, with the
 //! versioned schema name their JSON carries (docs/schemas.md).
 
 use serde::Serialize;
@@ -64,21 +64,6 @@ pub struct PerDevice<T> {
     pub disagreements: Vec<crate::replay::Consistency>,
 }
 
-impl<T> PerDevice<T> {
-    /// The same report, grouped by `by`.
-    pub(crate) fn grouped(mut self, by: GroupBy) -> Self {
-        self.by = Some(by);
-        self
-    }
-
-    /// The same report, of the point `at` (missing on the `unresolved` devices).
-    pub(crate) fn at(mut self, at: At, unresolved: Vec<Unresolved>) -> Self {
-        self.at = Some(at);
-        self.unresolved = unresolved;
-        self
-    }
-}
-
 /// `leakscope leaks` (`leakscope.leaks/7`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
 /// `leakscope windows` (`leakscope.windows/4`).
@@ -97,37 +82,3 @@ pub type OomReport = PerDevice<DeviceOom>;
 /// `leakscope timeline` (`leakscope.timeline/1`): every allocation of each device, the
 /// largest drawn one by one.
 pub type TimelineReport = PerDevice<crate::analysis::allocations::DeviceAllocations>;
-
-/// Schema names, in one place.
-pub mod schema {
-    /// [`super::LeaksReport`].
-    pub const LEAKS: &str = "leakscope.leaks/7";
-    /// [`super::WindowsReport`].
-    pub const WINDOWS: &str = "leakscope.windows/4";
-    /// [`super::TopReport`].
-    pub const TOP: &str = "leakscope.top/4";
-    /// [`super::TreeReport`].
-    pub const TREE: &str = "leakscope.tree/4";
-    /// [`super::TimelineReport`].
-    pub const TIMELINE: &str = crate::analysis::allocations::SCHEMA;
-    /// [`super::SegmentsReport`].
-    pub const SEGMENTS: &str = "leakscope.segments/3";
-    /// [`super::OomReport`].
-    pub const OOM: &str = "leakscope.oom/4";
-    /// `session::compare::CompareReport`.
-    pub const COMPARE: &str = "leakscope.compare/3";
-    /// `session::compare::CompareAtReport`.
-    pub const COMPARE_AT: &str = "leakscope.compare_at/2";
-    /// `session::compare_steps::CompareStepsReport`.
-    pub const COMPARE_STEPS: &str = "leakscope.compare_steps/1";
-    /// `session::check::CheckReport`.
-    pub const CHECK: &str = "leakscope.check/5";
-    /// `session::ranks::RanksReport`.
-    pub const RANKS: &str = "leakscope.ranks/5";
-    /// `session::report::ReportData`.
-    pub const REPORT: &str = "leakscope.report/6";
-    /// `session::slice::SliceReport`.
-    pub const SLICE: &str = "leakscope.slice/1";
-    /// `analysis::summary::Summary` (its shape did not change with devices).
-    pub const SUMMARY: &str = crate::analysis::summary::SCHEMA;
-}
