@@ -13,18 +13,16 @@ PathLike = Union[str, "os.PathLike[str]"]
 Device = Union[int, str, None]
 
 
-def _opts(**kw: Any) -> Dict[str, Any]:
-    """Options as the binding takes them: the command line's strings (parsed there, by the
-    library's own parsers), unset ones left out; ``roles`` a path."""
+def _opts(args: Dict[str, Any], *own: str) -> Dict[str, Any]:
+    """A method's keyword arguments (its ``locals()``) as the binding's options, less
+    ``self`` and the method's own arguments ``own``: every keyword the signature has
+    reaches the library, which reads them as the command line's flags (unset ones left
+    out; ``roles`` a path)."""
     out: Dict[str, Any] = {}
-    for k, v in kw.items():
-        if v is None or v is False:
+    for k, v in args.items():
+        if k in own or k in ("self", "__class__") or v is None or v is False:
             continue
-        if k == "device":
-            v = str(v)
-        elif k == "roles":
-            v = os.fspath(v)
-        out[k] = v
+        out[k] = os.fspath(v) if k == "roles" else v
     return out
 
 
@@ -87,10 +85,7 @@ class Snapshot:
             for s in snap.leaks(windows="annotation:micro_batch").to_dict()["devices"][0]["suspects"]:
                 print(s["site"]["label"], s["bytes_per_window"])
         """
-        return Result._from_json("leaks", self._native.leaks(_opts(
-            windows=windows, within=within, by=by, device=device, warmup=warmup,
-            min_bytes=min_bytes, user_code=user_code, exclude=exclude, focus=focus,
-            python_only=python_only, keep_internal=keep_internal, roles=roles)))
+        return Result._from_json("leaks", self._native.leaks(_opts(locals())))
 
     def windows(self, windows: str = "auto", within: Optional[str] = None,
                 device: Device = None, exclude: Optional[str] = None,
@@ -102,9 +97,7 @@ class Snapshot:
 
             snap.windows().to_dict()["devices"][0]["reason"]
         """
-        return Result._from_json("windows", self._native.windows(
-            _opts(windows=windows, within=within, device=device, exclude=exclude, focus=focus,
-                  python_only=python_only, keep_internal=keep_internal, roles=roles)))
+        return Result._from_json("windows", self._native.windows(_opts(locals())))
 
     def top(self, at: str = "end", by: str = "site", device: Device = None,
             limit: Optional[int] = None, user_code: Optional[str] = None,
@@ -121,9 +114,7 @@ class Snapshot:
             snap.top(at="peak", limit=5).to_pandas()
         """
         return Result._from_json("top", self._native.top(
-            _opts(by=by, device=device, user_code=user_code, exclude=exclude, focus=focus,
-                  python_only=python_only, keep_internal=keep_internal, roles=roles),
-            at, 20 if limit is None else limit))
+            _opts(locals(), "at", "limit"), at, 20 if limit is None else limit))
 
     def tree(self, at: str = "end", device: Device = None, exclude: Optional[str] = None,
              focus: Optional[str] = None, python_only: bool = False,
@@ -140,8 +131,7 @@ class Snapshot:
             snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]
         """
         return Result._from_json("tree", self._native.tree(
-            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, by=by, roles=roles), at, min_share))
+            _opts(locals(), "at", "min_share"), at, min_share))
 
     def segments(self, at: str = "end", device: Device = None) -> Result:
         """The segment map at a point (``leakscope segments --json``).
@@ -150,7 +140,7 @@ class Snapshot:
 
             snap.segments(at="oom").to_pandas()
         """
-        return Result._from_json("segments", self._native.segments(_opts(device=device), at))
+        return Result._from_json("segments", self._native.segments(_opts(locals(), "at"), at))
 
     def timeline(self, max_allocations: int = 3000, device: Device = None,
                  exclude: Optional[str] = None, focus: Optional[str] = None,
@@ -167,9 +157,7 @@ class Snapshot:
             t.to_pandas().sort_values("bytes").tail()
         """
         return Result._from_json("timeline", self._native.timeline(
-            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, roles=roles),
-            max_allocations))
+            _opts(locals(), "max_allocations"), max_allocations))
 
     def oom(self, windows: str = "auto", within: Optional[str] = None, device: Device = None,
             by: str = "site", user_code: Optional[str] = None, exclude: Optional[str] = None,
@@ -182,10 +170,7 @@ class Snapshot:
 
             snap.oom().to_dict()["devices"][0]["advice"]
         """
-        return Result._from_json("oom", self._native.oom(
-            _opts(windows=windows, within=within, device=device, by=by, user_code=user_code,
-                  exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, roles=roles)))
+        return Result._from_json("oom", self._native.oom(_opts(locals())))
 
     def flamegraph(self, path: Optional[PathLike] = None, at: str = "end",
                    device: Device = None, folded: bool = False,
@@ -199,9 +184,7 @@ class Snapshot:
 
             snap.flamegraph("peak.svg", at="peak")
         """
-        text = self._native.flamegraph(
-            _opts(device=device, exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, roles=roles), at, folded)
+        text = self._native.flamegraph(_opts(locals(), "path", "at", "folded"), at, folded)
         if path is not None:
             _native.write_output(os.fspath(path), text.encode("utf-8"), [], self._native)
         return text
@@ -219,9 +202,7 @@ class Snapshot:
             snap.report("report.html")
         """
         data, text, page = self._native.report_page(
-            _opts(windows=windows, within=within, by=by, device=device, user_code=user_code,
-                  exclude=exclude, focus=focus, python_only=python_only,
-                  keep_internal=keep_internal, roles=roles),
+            _opts(locals(), "path", "max_allocations"),
             None if path is None else os.fspath(path), max_allocations)
         if path is not None and page is not None:
             _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
@@ -287,8 +268,18 @@ def from_snapshot(obj: Any, name: str = "<object>") -> Snapshot:
     return Snapshot(_native.from_object(obj, name))
 
 
-def _snapshot(s: Union[Snapshot, PathLike, bytes]) -> Snapshot:
-    return s if isinstance(s, Snapshot) else load(s)
+def _snapshot(source: Any) -> Snapshot:
+    """A loaded snapshot from what the functions over snapshots accept: a
+    :class:`Snapshot`, a path, the file's bytes, or what ``torch.cuda.memory._snapshot()``
+    returns."""
+    if isinstance(source, Snapshot):
+        return source
+    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return load(source)
+    if isinstance(source, (dict, list)):
+        return from_snapshot(source)
+    raise TypeError("expected a leakscope.Snapshot, a path, the file's bytes or the dict of "
+                    f"torch.cuda.memory._snapshot(), not {type(source).__name__}")
 
 
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
@@ -308,9 +299,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows:
         leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
         leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas().head()
     """
-    opts = _opts(windows=windows, within=within, by=by, device=device, roles=roles,
-                 user_code=user_code, exclude=exclude, focus=focus, python_only=python_only,
-                 keep_internal=keep_internal)
+    opts = _opts(locals(), "a", "b", "at")
     dirs = [isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)]
     if any(dirs):
         if not (all(dirs) and at):
@@ -331,14 +320,14 @@ def ranks(directory: PathLike, windows: str = "auto") -> Result:
 
         leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")
     """
-    return Result._from_json("ranks", _native.ranks(os.fspath(directory), _opts(windows=windows)))
+    return Result._from_json("ranks", _native.ranks(os.fspath(directory), _opts(locals(), "directory")))
 
 
 def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
-          budget: Union[PathLike, str], baseline: Optional[Union[PathLike, dict]] = None,
+          budget: Union[PathLike, str, dict], baseline: Optional[Union[PathLike, dict]] = None,
           windows: Optional[str] = None, roles: Optional[PathLike] = None) -> CheckResult:
     """The CI memory gate (``leakscope check --json``, schema ``leakscope.check/5``):
-    ``budget`` is a TOML file (or its text); ``baseline`` an earlier ``check`` or
+    ``budget`` is a TOML file (or its text, or its tables as a dict); ``baseline`` an earlier ``check`` or
     ``leaks`` JSON file (or its dict); ``roles`` a TOML file with a ``[roles]`` table (as
     ``--roles``; the budget's own ``[roles]`` otherwise). The result's ``passed`` says
     whether every limit held.
@@ -350,14 +339,14 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
     """
     items: Iterable = [paths] if isinstance(paths, (str, os.PathLike, Snapshot)) else paths
     sessions = [_snapshot(p)._native for p in items]
-    budget_text = _text(budget)
+    budget_data = budget if isinstance(budget, dict) else _text(budget)
     baseline_text = None
     if isinstance(baseline, dict):
         baseline_text = json.dumps(baseline)
     elif baseline is not None:
         baseline_text = _native.read_small_text(os.fspath(baseline))
     roles_path = None if roles is None else os.fspath(roles)
-    data, text, junit = _native.check(sessions, budget_text, baseline_text, windows, roles_path)
+    data, text, junit = _native.check(sessions, budget_data, baseline_text, windows, roles_path)
     return CheckResult(json.loads(data), junit, text)
 
 

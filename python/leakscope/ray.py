@@ -34,6 +34,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _INSTALL = "leakscope.ray needs Ray: pip install 'leakscope[ray]'"
 
+# What names a file of the run (the rest of a listed entry is its size and time).
+_FOUND = ("file", "rank", "step", "step_order")
 # A found entry naming no file: analysed on the driver only to check the options.
 _NO_FILE = json.dumps({"file": "", "rank": None, "step": "", "step_order": 0})
 
@@ -96,64 +98,18 @@ class ClusterRanks(Result):
 # --- tasks (run on the nodes; plain functions, wrapped with ray.remote when used) -------
 
 
-def _node_id() -> str:
-    import ray
-    return ray.get_runtime_context().get_node_id()
-
-
-def _walk_files(top: str) -> List[str]:
-    """Every non-directory below ``top``, as ``discover`` walks it (symlinked folders
-    followed)."""
-    out = []
-    for dirpath, _dirs, names in os.walk(top, followlinks=True):
-        out += [os.path.join(dirpath, n) for n in names]
-    return out
-
-
 def _list_node(root_abs: str, prefix: str) -> Optional[dict]:
-    """The snapshots below ``root_abs`` as this node sees them (``None``: no such
-    directory here). Paths leave without ``prefix`` (the driver's working directory when
-    the root was given relative), as the command line would name them."""
-    if not os.path.isdir(root_abs):
-        return None
-    found = json.loads(_native.discover(root_abs))
-    files = []
-    seen = set()
-    for f in found["files"]:
-        path = f["file"]
-        seen.add(path)
-        try:
-            st = os.stat(path)
-            size, mtime = st.st_size, st.st_mtime_ns
-        except OSError:
-            size, mtime = -1, -1
-        files.append({**f, "file": path[len(prefix):], "size": size, "mtime_ns": mtime})
-    # The skipped files by name, so that a file two nodes see is counted once (the count
-    # alone when this walk and discover's disagree).
-    skipped = [p[len(prefix):] for p in _walk_files(root_abs) if p not in seen]
-    return {"node": _node_id(), "files": files, "skipped": found["skipped"],
-            "skipped_files": skipped if len(skipped) == found["skipped"] else None}
-
-
-def _local(display: str, prefix: str) -> str:
-    """The path to open here: the name as found when it means the same file from this
-    process's working directory, else the absolute one."""
-    full = prefix + display
-    if os.path.abspath(display) == os.path.abspath(full):
-        return display
-    return full
+    """The snapshots below ``root_abs`` as this node sees them, named without ``prefix``
+    (``None``: no such directory here)."""
+    listing = _native.list_here(root_abs, prefix)
+    return None if listing is None else json.loads(listing)
 
 
 def _analyse_one(found: dict, prefix: str, opts: Dict[str, Any], threads: bool) -> tuple:
-    """One file's rows and top suspects (``analyse_file``'s JSON, with the file named as
-    found), and the seconds it took."""
+    """One file's rows and top suspects, the file named as found, and the seconds it
+    took."""
     t = time.perf_counter()
-    display = found["file"]
-    path = _local(display, prefix)
-    entry = {k: found[k] for k in ("rank", "step", "step_order")}
-    text = _native.analyse_file(json.dumps({**entry, "file": path}), opts, threads)
-    if path != display:
-        text = text.replace(json.dumps(path)[1:-1], json.dumps(display)[1:-1])
+    text = _native.analyse_found(json.dumps(found), prefix, opts, threads)
     return text, time.perf_counter() - t
 
 
@@ -162,7 +118,7 @@ def _export_node(paths: List[str], prefix: str, out_dir: str) -> tuple:
     ``out_dir``; returns the export's JSON summary and the seconds it took."""
     t = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
-    summary = _native.export_parquet([_local(p, prefix) for p in paths], out_dir)
+    summary = _native.export_parquet([os.path.join(prefix, p) for p in paths], out_dir)
     return summary, time.perf_counter() - t
 
 
@@ -235,24 +191,18 @@ def _roots(root: str) -> tuple:
     return full, full[: len(full) - len(root)]
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
 def _listings(ray: Any, nodes: Dict[str, float], root: str,
               shared_fs: Optional[bool]) -> tuple:
     """Lists the run: ``(files, skipped, shared)``, ``files`` a list of :class:`_File`
     (each distinct file once, with the nodes that hold it)."""
     root_abs, prefix = _roots(root)
     if shared_fs:
-        if not os.path.isdir(root):
+        listing = _native.list_here(root_abs, prefix)
+        if listing is None:
             raise ValueError(f"{root} is not a directory")
-        found = json.loads(_native.discover(root))
-        return ([_File(f, _size(f["file"]), list(nodes)) for f in found["files"]],
-                found["skipped"], True)
+        found = json.loads(listing)
+        return ([_File({n: f[n] for n in _FOUND}, f["size"] or 0, list(nodes))
+                 for f in found["files"]], found["skipped"], True)
 
     lister = ray.remote(_list_node)
     refs = {lister.options(**_pinned(ray, n, num_cpus=0, max_retries=0)).remote(root_abs, prefix): n
@@ -269,47 +219,10 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
         raise ValueError(f"{root} is not a directory" + (
             "" if len(seen) < 2 else " on any node"))
 
-    def key(f: dict) -> tuple:
-        return (f["file"], f["size"], f["mtime_ns"])
-
-    sets = [frozenset(key(f) for f in v["files"]) for v in listed.values()]
-    shared = len(seen) > 1 and len(listed) == len(seen) and all(s == sets[0] for s in sets)
-
-    by_key: Dict[Any, _File] = {}
-    files: List[_File] = []
-    for node, v in listed.items():
-        for f in v["files"]:
-            k = key(f) if shared_fs is None else (node, f["file"])
-            if k in by_key:
-                by_key[k].holders.append(node)
-                continue
-            entry = {"file": f["file"], "rank": f["rank"], "step": f["step"],
-                     "step_order": f["step_order"]}
-            by_key[k] = _File(entry, max(f["size"], 0), [node])
-            files.append(by_key[k])
-
-    if shared:
-        skipped = next(iter(listed.values()))["skipped"]
-    elif shared_fs is None and all(v["skipped_files"] is not None for v in listed.values()):
-        skipped = len({p for v in listed.values() for p in v["skipped_files"]})
-    else:
-        skipped = sum(v["skipped"] for v in listed.values())
-    return files, skipped, shared
-
-
-def _order(f: dict) -> tuple:
-    """discover's order: step, rank (none first), the path component by component."""
-    rank = f["rank"]
-    parts = tuple(p for p in f["file"].split("/") if p not in ("", "."))
-    return (f["step_order"], f["step"], rank is not None, rank or 0, parts)
-
-
-def _error_row(f: dict, error: str) -> dict:
-    return {"rank": f["rank"], "step": f["step"], "file": f["file"], "device": None,
-            "peak_requested_bytes": 0, "end_allocated_bytes": 0,
-            "growth_bytes_per_window": 0, "top_suspect": None,
-            "top_suspect_bytes_per_window": 0, "windows": 0, "verdicts": False,
-            "outlier": False, "disagrees": False, "error": error}
+    merged = json.loads(_native.merge_listings(json.dumps(list(listed.items())), len(seen),
+                                                shared_fs is None))
+    files = [_File({n: f[n] for n in _FOUND}, f["size"], f["holders"]) for f in merged["files"]]
+    return files, merged["skipped"], merged["shared"]
 
 
 def _reporter(progress: Union[None, bool, Callable[[Progress], Any]]) -> Optional[Callable]:
@@ -371,7 +284,7 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
     started = time.perf_counter()
     root = os.fspath(root)
     opts = {} if windows is None else {"windows": windows}
-    _native.analyse_file(_NO_FILE, opts)  # a bad option raises here, not in every task
+    _native.analyse_found(_NO_FILE, "", opts)  # a bad option raises here, not in every task
 
     nodes = _alive_nodes(ray)
     files, skipped, shared = _listings(ray, nodes, root, shared_fs)
@@ -387,14 +300,14 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
     out: Dict[_File, tuple] = {}  # file -> (rows, suspects, FileRun)
     total = len(files)
 
-    def finish(f: _File, node: Optional[str], rows: list, suspects: list, seconds: float,
+    def finish(f: _File, node: Optional[str], rows: Optional[list], suspects: list, seconds: float,
                nbytes: int, error: Optional[str]) -> None:
         out[f] = (rows, suspects, FileRun(f.name, node, seconds, nbytes, error))
         if report is not None:
             report(Progress(len(out), total, f.name, node or "", seconds, error))
 
     def lost(f: _File, node: Optional[str], error: str) -> None:
-        finish(f, node, [_error_row(f.found, error)], [], 0.0, 0, error)
+        finish(f, node, None, [], 0.0, 0, error)
 
     def failed(f: _File, node: str, error: str) -> None:
         if node not in alive and alive.intersection(f.holders) and f.tries < 3:
@@ -451,8 +364,8 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
             finish(f, node, data["rows"], data["suspects"], seconds,
                    len(text.encode()), None)
 
-    rows = [r for f in sorted(files, key=lambda f: _order(f.found)) for r in out[f][0]]
-    merged, text = _native.merge_ranks(root, json.dumps(rows), skipped)
+    analysed = [{"found": f.found, "rows": out[f][0], "error": out[f][2].error} for f in files]
+    merged, text = _native.merge_found(root, json.dumps(analysed), skipped)
     runs = [out[f][2] for f in files]
     suspects = {f.name: out[f][1] for f in files if out[f][1]}
     return ClusterRanks(json.loads(merged), text, runs, suspects, list(nodes), shared,
@@ -513,7 +426,7 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
         if not mine:
             continue
         whole = len(mine) == sum(1 for f in files if node in f.holders)
-        inputs = [root] if whole else [f.name for f in sorted(mine, key=lambda f: _order(f.found))]
+        inputs = [root] if whole else [f.name for f in mine]
         opts = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
         refs[task.options(**opts).remote(inputs, prefix, os.path.join(out_abs, node))] = node
     report = _reporter(progress)

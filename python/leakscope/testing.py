@@ -25,6 +25,7 @@ from typing import Any, Union
 
 import leakscope
 from leakscope import _native
+from leakscope._snapshot import _snapshot
 
 __all__ = [
     "MEMORY_MEASURES",
@@ -98,22 +99,6 @@ def format_size(n: int, *, exact: bool = False) -> str:
     return _native.format_size(n, exact)
 
 
-def _as_snapshot(source: SnapshotSource) -> leakscope.Snapshot:
-    """Load ``source`` unless it already is a :class:`leakscope.Snapshot`."""
-    if isinstance(source, leakscope.Snapshot):
-        return source
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return leakscope.load(bytes(source))
-    if isinstance(source, (str, os.PathLike)):
-        return leakscope.load(os.fspath(source))
-    if isinstance(source, (dict, list)):
-        return leakscope.from_snapshot(source)
-    raise TypeError(
-        "expected a leakscope.Snapshot, a path, the file's bytes or the dict of "
-        f"torch.cuda.memory._snapshot(), not {type(source).__name__}"
-    )
-
-
 def _windows_line(device: dict) -> str:
     """One line saying how a device's trace was cut into windows."""
     windows = device["windows"]
@@ -179,7 +164,7 @@ def assert_no_leaks(
     """
     __tracebackhide__ = True
     limit_bytes = parse_size(limit)
-    snapshot = _as_snapshot(snapshot_or_path)
+    snapshot = _snapshot(snapshot_or_path)
     report = snapshot.leaks(windows=windows, within=within, device=device).to_dict()
     devices = report["devices"]
 
@@ -243,8 +228,8 @@ def assert_memory_below(
     if what not in MEMORY_MEASURES:
         raise ValueError(f"what must be one of {', '.join(MEMORY_MEASURES)}, not {what!r}")
     limit_bytes = parse_size(limit)
-    snapshot = _as_snapshot(snapshot_or_path)
-    gate = leakscope.check(snapshot, f"[memory]\n{what} = {limit_bytes}\n").to_dict()
+    snapshot = _snapshot(snapshot_or_path)
+    gate = leakscope.check(snapshot, {"memory": {what: limit_bytes}}).to_dict()
     devices = [
         d for f in gate["files"] for d in f["devices"] if device is None or d["device"] == device
     ]

@@ -58,26 +58,6 @@ where
         .map_err(|e| usage(format!("{what}={value:?}: {e}")))
 }
 
-/// An option of the dict, `None` when absent or `None`.
-fn get<'py, T>(o: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>>
-where
-    T: for<'a> FromPyObject<'a, 'py>,
-{
-    match o.get_item(key)? {
-        Some(v) if !v.is_none() => v
-            .extract::<T>()
-            .map(Some)
-            .map_err(|_| usage(format!("{key}: wrong type ({v})"))),
-        _ => Ok(None),
-    }
-}
-
-fn regex(o: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<regex::Regex>> {
-    get::<String>(o, key)?
-        .map(|s| parse::<regex::Regex>(&s, key))
-        .transpose()
-}
-
 /// A `[roles]` file (`roles=PATH`, as `--roles`), read with the library's size limit and
 /// compiled by [`RoleRules::from_toml`].
 fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
@@ -90,35 +70,28 @@ fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
         .map_err(|e| usage(format!("roles={}: {e}", path.display())))
 }
 
-/// The session's options from the keyword arguments the Python methods take (strings as
-/// on the command line: `windows="annotation:step"`, `by="stack"`, `device="1"`; `roles`
-/// the path of a TOML file with a `[roles]` table).
+/// The session's options from the keyword arguments the Python methods take, read into
+/// the fields the command line's flags are (`session::OptionArgs`: the same names,
+/// defaults and parsers; `roles` the path of a TOML file with a `[roles]` table).
 fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
-    let mut opts = Options::default();
     let Some(o) = o else {
-        return Ok(opts);
+        return Ok(Options::default());
     };
-    if let Some(v) = get::<String>(o, "device")? {
-        opts.devices = parse(&v, "device")?;
+    // The roles file is read here, so that a file that cannot be read is an `OSError`
+    // (ReadError) as every other unreadable file is, not a usage error.
+    let o = o.copy()?;
+    let roles = o.get_item("roles")?;
+    if roles.is_some() {
+        o.del_item("roles")?;
     }
-    if let Some(v) = get::<String>(o, "windows")? {
-        opts.windows = parse(&v, "windows")?;
+    let args: session::OptionArgs =
+        pythonize::depythonize(o.as_any()).map_err(|e| usage(e.to_string()))?;
+    if let Some(name) = args.unknown.keys().next() {
+        return Err(usage(format!("`{name}` is no option of leakscope")));
     }
-    if let Some(v) = get::<String>(o, "within")? {
-        opts.within = Some(parse(&v, "within")?);
-    }
-    if let Some(v) = get::<String>(o, "by")? {
-        opts.by = parse(&v, "by")?;
-    }
-    opts.filters.exclude = regex(o, "exclude")?;
-    opts.filters.focus = regex(o, "focus")?;
-    opts.filters.user_code = regex(o, "user_code")?;
-    opts.filters.python_only = get::<bool>(o, "python_only")?.unwrap_or(false);
-    opts.filters.keep_internal = get::<bool>(o, "keep_internal")?.unwrap_or(false);
-    opts.leaks.warmup = get::<usize>(o, "warmup")?.unwrap_or(0);
-    opts.leaks.min_bytes = get::<u64>(o, "min_bytes")?.unwrap_or(0);
-    if let Some(p) = get::<PathBuf>(o, "roles")? {
-        opts.roles = roles_file(&p)?;
+    let mut opts = args.options();
+    if let Some(path) = roles {
+        opts.roles = roles_file(&path.extract::<PathBuf>()?)?;
     }
     Ok(opts)
 }
@@ -466,41 +439,75 @@ fn ranks(
     both(&r)
 }
 
-/// The snapshots below a directory, as `ranks` finds them: JSON `{"files": [{file, rank,
-/// step, step_order}], "skipped": N}`.
+/// The snapshots below `root` as this machine sees them, named without `prefix`: JSON
+/// of `session::cluster::NodeListing`, or `None` when `root` is no directory here.
 #[pyfunction]
-fn discover(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
-    let (found, skipped) = py
-        .detach(|| session::discover(&dir))
-        .map_err(|e| usage(format!("{}: {e}", dir.display())))?;
-    serde_json::to_string(&serde_json::json!({"files": found, "skipped": skipped}))
-        .map_err(json_error)
+fn list_here(py: Python<'_>, root: PathBuf, prefix: PathBuf) -> PyResult<Option<String>> {
+    let listing = py
+        .detach(|| session::cluster::list_here(&root, &prefix))
+        .map_err(session_error)?;
+    listing
+        .map(|l| serde_json::to_string(&l).map_err(json_error))
+        .transpose()
 }
 
-/// One file of a run (`found`: one entry of [`discover`]'s `files`): its rows and each
-/// device's largest suspects, as JSON. Never raises for a bad file: its row says why.
+/// One file of a run (`found`: an entry of [`list_here`]'s files, opened below
+/// `prefix`): its rows and each device's largest suspects, as JSON, the file named as
+/// found. Never raises for a bad file: its row says why.
 #[pyfunction]
-#[pyo3(signature = (found, opts=None, threads=true))]
-fn analyse_file(
+#[pyo3(signature = (found, prefix, opts=None, threads=true))]
+fn analyse_found(
     py: Python<'_>,
     found: &str,
+    prefix: PathBuf,
     opts: Option<&Bound<'_, PyDict>>,
     threads: bool,
 ) -> PyResult<String> {
     let f: session::Found =
         serde_json::from_str(found).map_err(|e| usage(format!("found: {e}")))?;
     let o = options(opts)?;
-    let r = py.detach(|| session::analyse_file(&f, &o, threads));
+    let r = py.detach(|| session::cluster::analyse_found(&f, &prefix, &o, threads));
     serde_json::to_string(&r).map_err(json_error)
 }
 
-/// A run's report (`leakscope.ranks/5`) from its files' rows (JSON list), computed
-/// wherever: outliers flagged, trends drawn.
+/// The listings of several machines (JSON `[[machine, listing], ...]`, each listing from
+/// [`list_here`]) as one run: each distinct file once with the machines that hold it, the
+/// skipped files and whether all machines share one folder (JSON of
+/// `session::cluster::RunListing`). `asked`: how many machines were asked.
 #[pyfunction]
-fn merge_ranks(dir: PathBuf, rows: &str, skipped: u64) -> PyResult<(String, String)> {
-    let rows: Vec<leakscope::analysis::ranks::RankRow> =
-        serde_json::from_str(rows).map_err(|e| usage(format!("rows: {e}")))?;
-    let r = session::merge_ranks(&dir, rows, skipped).map_err(session_error)?;
+fn merge_listings(listed: &str, asked: usize, by_identity: bool) -> PyResult<String> {
+    let listed: Vec<(String, session::cluster::NodeListing)> =
+        serde_json::from_str(listed).map_err(|e| usage(format!("listings: {e}")))?;
+    let merged = session::cluster::merge_listings(&listed, asked, by_identity);
+    serde_json::to_string(&merged).map_err(json_error)
+}
+
+/// A file of a run as the driver received it: its rows, or why it has none.
+#[derive(serde::Deserialize)]
+struct Analysed {
+    found: session::Found,
+    rows: Option<Vec<leakscope::analysis::ranks::RankRow>>,
+    error: Option<String>,
+}
+
+/// A run's report (`leakscope.ranks/5`) from each file's rows or error (JSON list of
+/// `{found, rows, error}`), computed wherever: in discover's order, outliers flagged,
+/// trends drawn.
+#[pyfunction]
+fn merge_found(dir: PathBuf, files: &str, skipped: u64) -> PyResult<(String, String)> {
+    let files: Vec<Analysed> =
+        serde_json::from_str(files).map_err(|e| usage(format!("files: {e}")))?;
+    let files = files
+        .into_iter()
+        .map(|a| {
+            let rows = match (a.error, a.rows) {
+                (Some(e), _) => Err(e),
+                (None, rows) => Ok(rows.unwrap_or_default()),
+            };
+            (a.found, rows)
+        })
+        .collect();
+    let r = session::cluster::merge_found(&dir, files, skipped).map_err(session_error)?;
     both(&r)
 }
 
@@ -576,12 +583,17 @@ fn exported<T: serde::Serialize>(r: Result<T, export::ExportError>) -> PyResult<
 fn check(
     py: Python<'_>,
     sessions: Vec<PyRef<'_, NativeSession>>,
-    budget: &str,
+    budget: &Bound<'_, PyAny>,
     baseline: Option<&str>,
     windows: Option<&str>,
     roles: Option<PathBuf>,
 ) -> PyResult<(String, String, String)> {
-    let budget = Budget::parse(budget).map_err(|e| usage(format!("budget: {e}")))?;
+    // The file's text, or its tables as a dict.
+    let budget = match budget.extract::<String>() {
+        Ok(text) => Budget::parse(&text),
+        Err(_) => Budget::deserialize_from(&mut pythonize::Depythonizer::from_object(budget)),
+    }
+    .map_err(|e| usage(format!("budget: {e}")))?;
     let baseline = baseline
         .map(Baseline::from_json)
         .transpose()
@@ -656,6 +668,16 @@ fn format_size(n: u64, exact: bool) -> String {
     }
 }
 
+/// The main table of a report's `--json` document (`Result.rows()`): a list of dicts.
+#[pyfunction]
+fn rows<'py>(py: Python<'py>, doc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let doc: serde_json::Value =
+        pythonize::depythonize(doc).map_err(|e| usage(format!("not a report: {e}")))?;
+    let table = render::rows::rows(&doc)
+        .ok_or_else(|| usage("not a leakscope report: its schema names no table".into()))?;
+    pythonize::pythonize(py, &table).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 /// The default limit on decompressed size, in bytes.
 #[pyfunction]
 fn default_max_decompressed_bytes() -> u64 {
@@ -671,9 +693,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(ranks, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
-    m.add_function(wrap_pyfunction!(discover, m)?)?;
-    m.add_function(wrap_pyfunction!(analyse_file, m)?)?;
-    m.add_function(wrap_pyfunction!(merge_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(list_here, m)?)?;
+    m.add_function(wrap_pyfunction!(analyse_found, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_found, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_listings, m)?)?;
     m.add_function(wrap_pyfunction!(load_series, m)?)?;
     m.add_function(wrap_pyfunction!(compare_steps, m)?)?;
     m.add_function(wrap_pyfunction!(series_files, m)?)?;
@@ -686,6 +709,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_size, m)?)?;
+    m.add_function(wrap_pyfunction!(rows, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

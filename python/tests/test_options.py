@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import leakscope
-from cli import cli
+from cli import ROOT, cli
 
 #: What only the command line has, and where Python has it instead.
 CLI_ONLY = {
@@ -51,3 +51,16 @@ def test_every_option_is_a_keyword(command):
     missing = [o for o in options_of(command)
                if o not in CLI_ONLY and RENAMED.get(o, o.replace("-", "_")) not in params]
     assert not missing, f"{command}: the command takes {missing}, its Python call does not"
+
+
+def test_the_library_reads_every_keyword_and_refuses_what_is_none():
+    """The keywords reach the library's own option fields: a value is parsed there (the
+    error names the keyword, as the flag's would), and a name it does not know is an
+    error, never dropped."""
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle")
+    with pytest.raises(leakscope.UsageError, match=r'^exclude="\(": '):
+        snap.top(exclude="(")
+    with pytest.raises(leakscope.UsageError, match="`windos` is no option"):
+        snap._native.leaks({"windos": "auto"})
+    # A device given as a number or as its text is the same device.
+    assert snap.top(device=0).to_dict() == snap.top(device="0").to_dict()

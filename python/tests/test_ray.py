@@ -149,7 +149,7 @@ def test_shared_file_system_each_file_once_on_both_nodes(cluster, monkeypatch, t
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     files = [f for f, _ in calls]
     assert sorted(files) == sorted(set(files)), "a file was analysed twice"
-    listed = json.loads(leakscope._native.discover(str(VERL)))["files"]
+    listed = json.loads(leakscope._native.list_here(str(VERL), ""))["files"]
     assert sorted(files) == sorted(f["file"] for f in listed)
     assert {n for _, n in calls} == set(alive_nodes()), "the work went to one node only"
     assert {f.node_id for f in r.files} == {n for _, n in calls}
@@ -409,7 +409,7 @@ def _recorded_exports(monkeypatch, log):
 def test_export_on_node_local_disks(cluster, monkeypatch, tmp_path):
     """Each node exports the directory it holds (so the tables have ranks and steps);
     where nodes share some files, each file still goes to one node only."""
-    files = [f["file"] for f in json.loads(leakscope._native.discover(str(VERL)))["files"]]
+    files = [f["file"] for f in json.loads(leakscope._native.list_here(str(VERL), ""))["files"]]
     log = tmp_path / "exports.log"
     _recorded_exports(monkeypatch, log)
 

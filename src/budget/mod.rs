@@ -279,6 +279,27 @@ impl Budget {
     /// ```
     pub fn parse(text: &str) -> Result<Budget, BudgetError> {
         let f: BudgetFile = toml::from_str(text).map_err(|e| BudgetError::Toml(e.to_string()))?;
+        Budget::from_file(f)
+    }
+
+    /// A budget from any serde data with the file's tables (Python's dict of them, say),
+    /// checked as [`Budget::parse`] checks the file.
+    ///
+    /// ```
+    /// use leakscope::budget::Budget;
+    /// let v = serde_json::json!({"memory": {"peak_requested": "2 GiB"}});
+    /// let b = Budget::deserialize_from(v).unwrap();
+    /// assert_eq!(b.memory.peak_requested, Some(2 << 30));
+    /// assert!(Budget::deserialize_from(serde_json::json!({"memroy": {}})).is_err());
+    /// ```
+    pub fn deserialize_from<'de, D: serde::Deserializer<'de>>(
+        data: D,
+    ) -> Result<Budget, BudgetError> {
+        let f = BudgetFile::deserialize(data).map_err(|e| BudgetError::Toml(e.to_string()))?;
+        Budget::from_file(f)
+    }
+
+    fn from_file(f: BudgetFile) -> Result<Budget, BudgetError> {
         if f.memory.peak_allocated.is_some() {
             return Err(BudgetError::Renamed {
                 old: "memory.peak_allocated",

@@ -5,14 +5,15 @@ use std::path::PathBuf;
 
 use crate::analysis::At;
 use crate::analysis::range::Bound;
+use crate::attribute::GroupBy;
 use std::sync::Arc;
 
 use crate::attribute::roles::RoleRules;
-use crate::attribute::{FrameFilters, GroupBy};
+use crate::session::args::roles_file;
+pub use crate::session::args::{FilterArgs, GroupArgs, LeakArgs, WindowArgs, options};
 use crate::session::{DeviceSelection, Options};
-use crate::windows::{WindowSpec, Within};
+use crate::windows::WindowSpec;
 use clap::{Parser, Subcommand};
-use regex::Regex;
 
 /// Reads PyTorch CUDA / torch_npu memory snapshots and says what holds GPU memory.
 #[derive(Parser)]
@@ -117,12 +118,8 @@ pub struct LeaksCmd {
     pub rank: Option<u64>,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Windows at the start whose growth is warm-up
-    #[arg(long, default_value_t = 0)]
-    pub warmup: usize,
-    /// Leave out sites growing by fewer bytes per window
-    #[arg(long, default_value_t = 0)]
-    pub min_bytes: u64,
+    #[command(flatten)]
+    pub leak: LeakArgs,
     /// Print JSON (schema leakscope.leaks/7)
     #[arg(long)]
     pub json: bool,
@@ -462,91 +459,4 @@ pub struct PointArgs {
     /// Device index, or all (every device with segments or trace events)
     #[arg(long, default_value = "all")]
     pub device: DeviceSelection,
-}
-
-#[derive(clap::Args)]
-pub struct WindowArgs {
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
-    #[arg(long, default_value = "auto")]
-    pub windows: WindowSpec,
-    /// Only this phase of each step: annotation:REGEX (START to END of matching annotations)
-    #[arg(long)]
-    pub within: Option<Within>,
-    /// Device index, or all (every device with segments or trace events)
-    #[arg(long, default_value = "all")]
-    pub device: DeviceSelection,
-}
-
-#[derive(clap::Args)]
-pub struct GroupArgs {
-    /// Group by site (innermost Python frame; the default), user (first frame of your code),
-    /// stack, file, function or role (parameter, gradient, optimizer_state, activation,
-    /// temporary, untraced, unknown, or yours from --roles)
-    #[arg(long, default_value = "site")]
-    pub by: GroupBy,
-    /// Frames of your own code (for --by user), as a regex on file:line:function
-    #[arg(long)]
-    pub user_code: Option<Regex>,
-}
-
-#[derive(clap::Args)]
-pub struct FilterArgs {
-    /// Hide frames whose file:line:function matches this regex
-    #[arg(long)]
-    pub exclude: Option<Regex>,
-    /// Count only allocations with a frame whose file:line:function matches this regex
-    #[arg(long)]
-    pub focus: Option<Regex>,
-    /// Drop C++ frames
-    #[arg(long)]
-    pub python_only: bool,
-    /// Keep the interpreter and dispatcher frames PyTorch's viewer hides
-    #[arg(long)]
-    pub keep_internal: bool,
-    /// Your own memory roles: a TOML file with a [roles] table ("regex on file:line:function" = "role"), tried before the built-in rules (docs/roles.md)
-    #[arg(long, value_name = "FILE", value_parser = roles_file)]
-    pub roles: Option<Arc<RoleRules>>,
-}
-
-/// Reads and compiles a `--roles` file.
-fn roles_file(path: &str) -> Result<Arc<RoleRules>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    RoleRules::from_toml(&text)
-        .map(Arc::new)
-        .map_err(|e| format!("{path}: {e}"))
-}
-
-impl FilterArgs {
-    fn filters(&self, user_code: Option<&Regex>) -> FrameFilters {
-        let mut f = FrameFilters::default();
-        f.exclude = self.exclude.clone();
-        f.focus = self.focus.clone();
-        f.python_only = self.python_only;
-        f.keep_internal = self.keep_internal;
-        f.user_code = user_code.cloned();
-        f
-    }
-}
-
-/// The session's options from the argument groups a command has.
-pub fn options(
-    devices: DeviceSelection,
-    win: Option<&WindowArgs>,
-    group: Option<&GroupArgs>,
-    filters: &FilterArgs,
-) -> Options {
-    let mut o = Options::default();
-    o.devices = devices;
-    if let Some(w) = win {
-        o.windows = w.windows.clone();
-        o.within = w.within.clone();
-    }
-    if let Some(g) = group {
-        o.by = g.by;
-    }
-    o.filters = filters.filters(group.and_then(|g| g.user_code.as_ref()));
-    if let Some(r) = &filters.roles {
-        o.roles = Arc::clone(r);
-    }
-    o
 }

@@ -37,8 +37,8 @@ impl TopCmd {
 impl LeaksCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let mut opts = self.analysis.options();
-        opts.leaks.warmup = self.warmup;
-        opts.leaks.min_bytes = self.min_bytes;
+        opts.leaks.warmup = self.leak.warmup;
+        opts.leaks.min_bytes = self.leak.min_bytes;
         let s = output::open_any(&self.files, self.rank, &self.analysis.load)?;
         let report = s.leaks(&opts)?;
         output::finish(s);

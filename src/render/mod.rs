@@ -14,6 +14,7 @@ pub mod leaks;
 pub mod oom;
 pub mod pickle;
 pub mod ranks;
+pub mod rows;
 pub mod segments;
 pub mod slice;
 pub mod summary;

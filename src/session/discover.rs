@@ -27,6 +27,18 @@ pub struct Found {
     pub step_order: u64,
 }
 
+impl Found {
+    /// The order of a run's files: by step, then rank (none first), then path.
+    pub fn cmp_order(&self, other: &Found) -> std::cmp::Ordering {
+        (self.step_order, &self.step, self.rank, &self.file).cmp(&(
+            other.step_order,
+            &other.step,
+            other.rank,
+            &other.file,
+        ))
+    }
+}
+
 fn is_snapshot_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     !lower.starts_with("memray")
@@ -50,6 +62,8 @@ pub struct Listing {
     pub found: Vec<Found>,
     /// Regular files skipped as not snapshots (by their names).
     pub skipped: u64,
+    /// Those files.
+    pub skipped_files: Vec<PathBuf>,
     /// FIFOs, sockets and devices: skipped, never opened.
     pub special: Vec<Special>,
 }
@@ -93,7 +107,7 @@ pub fn walk(dir: &Path) -> std::io::Result<Listing> {
     let rank_re = Regex::new(r"rank[_-]?(\d+)").expect("valid regex");
     let step_re = Regex::new(r"^steps?[_-]?(\d+)(?:-(\d+))?$").expect("valid regex");
     let mut found = Vec::new();
-    let mut skipped = 0u64;
+    let mut skipped_files = Vec::new();
     let mut special = Vec::new();
     let mut visited = std::collections::HashSet::new();
     // Breadth first, so the links of the top folders are met first.
@@ -137,7 +151,7 @@ pub fn walk(dir: &Path) -> std::io::Result<Listing> {
             }
             let name = e.file_name().to_string_lossy().to_string();
             if !is_snapshot_name(&name) {
-                skipped += 1;
+                skipped_files.push(p);
                 continue;
             }
             let folder = p
@@ -177,13 +191,12 @@ pub fn walk(dir: &Path) -> std::io::Result<Listing> {
             });
         }
     }
-    found.sort_by(|a, b| {
-        (a.step_order, &a.step, a.rank, &a.file).cmp(&(b.step_order, &b.step, b.rank, &b.file))
-    });
+    found.sort_by(Found::cmp_order);
     special.sort_by(|a, b| a.file.cmp(&b.file));
     Ok(Listing {
         found,
-        skipped,
+        skipped: skipped_files.len() as u64,
+        skipped_files,
         special,
     })
 }

@@ -16,7 +16,9 @@
 //! # Ok::<(), leakscope::session::SessionError>(())
 //! ```
 
+pub mod args;
 mod check;
+pub mod cluster;
 mod compare;
 mod compare_steps;
 mod discover;
@@ -45,6 +47,7 @@ use crate::replay::{AllocatorState, Consistency};
 /// The default limit on decompressed bytes of a `.gz`/`.zst` input (what
 /// `--max-decompressed-bytes` starts from).
 pub use crate::load::default_max_decompressed_bytes;
+pub use args::OptionArgs;
 pub use check::check_options;
 pub use compare::{CompareSide, compare, compare_at};
 pub use compare_steps::{STEP_ROWS, compare_steps};

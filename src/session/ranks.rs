@@ -22,6 +22,14 @@ use crate::report::{RankSeries, RanksReport, schema};
 pub const SERIES_MIN_STEPS: usize = 3;
 
 /// A row of `f` with nothing found yet (no device, zeros).
+/// The row of a file that could not be analysed, saying why (`message`; no kind: the
+/// failure was not the library's, as a task lost with its machine).
+pub(crate) fn error_row(f: &Found, message: String) -> RankRow {
+    let mut r = row(f);
+    r.error = Some(message);
+    r
+}
+
 pub(crate) fn row(f: &Found) -> RankRow {
     RankRow {
         rank: f.rank,
