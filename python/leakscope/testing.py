@@ -113,14 +113,10 @@ def _windows_line(device: dict) -> str:
 def _unjudged_reason(device: dict) -> str | None:
     """Why growth per window cannot be judged on ``device``, or ``None`` when it can."""
     windows = device["windows"]
-    if not windows.get("verdicts"):
-        reason = windows.get("reason")
-        return f"{_windows_line(device)}: no verdicts" + (f": {reason}" if reason else "")
-    if (windows.get("count") or 0) < 2:
-        # Growth is what a window keeps that the windows before it did not: with one
-        # window, everything it keeps is warm-up.
-        return f"{_windows_line(device)}: growth needs at least two windows"
-    return None
+    if windows.get("verdicts"):
+        return None
+    reason = windows.get("reason")
+    return f"{_windows_line(device)}: no verdicts" + (f": {reason}" if reason else "")
 
 
 def _suspect_line(suspect: dict) -> str:

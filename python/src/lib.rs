@@ -96,18 +96,6 @@ fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
     Ok(opts)
 }
 
-/// The analysis options of an export: `windows` and `roles` as the command line's.
-fn export_analysis(windows: Option<&str>, roles: Option<&Path>) -> PyResult<Options> {
-    let mut o = Options::default();
-    if let Some(w) = windows {
-        o.windows = parse(w, "windows")?;
-    }
-    if let Some(p) = roles {
-        o.roles = roles_file(p)?;
-    }
-    Ok(o)
-}
-
 fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
     let mut o = LoadOptions::default();
     if let Some(m) = max_decompressed_bytes {
@@ -515,16 +503,16 @@ fn merge_found(dir: PathBuf, files: &str, skipped: u64) -> PyResult<(String, Str
 /// --parquet`); returns what was written as JSON (`leakscope.export/1`: the tables with
 /// their row counts, the files read and those that could not be).
 #[pyfunction]
-#[pyo3(signature = (paths, out_dir, windows=None, roles=None))]
+#[pyo3(signature = (paths, out_dir, opts=None))]
 fn export_parquet(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     out_dir: PathBuf,
-    windows: Option<&str>,
-    roles: Option<PathBuf>,
+    opts: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    let analysis = options(opts)?;
     let mut opts = export::ExportOptions::default();
-    opts.analysis = export_analysis(windows, roles.as_deref())?;
+    opts.analysis = analysis;
     exported(py.detach(|| export::export_parquet(&paths, &out_dir, &opts)))
 }
 
@@ -532,16 +520,22 @@ fn export_parquet(
 /// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written as JSON
 /// (`leakscope.export.perfetto/1`).
 #[pyfunction]
-#[pyo3(signature = (paths, out, windows=None, roles=None))]
+#[pyo3(signature = (paths, out, opts=None, top_sites=8))]
 fn export_perfetto(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     out: PathBuf,
-    windows: Option<&str>,
-    roles: Option<PathBuf>,
+    opts: Option<&Bound<'_, PyDict>>,
+    top_sites: usize,
 ) -> PyResult<String> {
+    // The command line's range (`--top-sites`, 0 to 254).
+    if top_sites > 254 {
+        return Err(usage(format!("top_sites={top_sites}: use 0 to 254")));
+    }
+    let analysis = options(opts)?;
     let mut opts = export::PerfettoOptions::default();
-    opts.export.analysis = export_analysis(windows, roles.as_deref())?;
+    opts.export.analysis = analysis;
+    opts.top_sites = top_sites;
     opts.gzip = out.extension().is_some_and(|e| e == "gz");
     exported(py.detach(|| export::export_perfetto(&paths, &out, &opts)))
 }
@@ -550,20 +544,20 @@ fn export_perfetto(
 /// stack at `at`, or survivors per window with `growth`; returns what was written as JSON
 /// (`leakscope.export.pprof/1`).
 #[pyfunction]
-#[pyo3(signature = (path, out, at_="end", growth=false, windows=None, roles=None))]
+#[pyo3(signature = (path, out, at_="end", growth=false, opts=None))]
 fn export_pprof(
     py: Python<'_>,
     path: PathBuf,
     out: PathBuf,
     at_: &str,
     growth: bool,
-    windows: Option<&str>,
-    roles: Option<PathBuf>,
+    opts: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
+    let analysis = options(opts)?;
     let mut opts = export::PprofOptions::default();
     opts.at = parse(at_, "at")?;
     opts.growth = growth;
-    opts.export.analysis = export_analysis(windows, roles.as_deref())?;
+    opts.export.analysis = analysis;
     exported(py.detach(|| export::export_pprof(&path, &out, &opts)))
 }
 

@@ -3,6 +3,7 @@ command line's own ``--help`` (its definition), so an option added there and not
 fails this test."""
 
 import inspect
+import json
 import re
 import subprocess
 
@@ -53,6 +54,23 @@ def test_every_option_is_a_keyword(command):
     assert not missing, f"{command}: the command takes {missing}, its Python call does not"
 
 
+#: `export`'s outputs: each is a function, which takes the options of its output and the
+#: shared ones (an option `requires` names its output in the command's definition).
+EXPORTS = {"parquet": leakscope.export_parquet, "perfetto": leakscope.export_perfetto,
+           "pprof": leakscope.export_pprof}
+EXPORT_OWN = {"top-sites": "perfetto", "at": "pprof", "growth": "pprof"}
+
+
+def test_every_export_option_is_a_keyword_of_its_output():
+    options = [o for o in options_of("export") if o not in CLI_ONLY and o not in EXPORTS]
+    assert set(EXPORT_OWN) <= set(options)
+    for output, call in EXPORTS.items():
+        params = inspect.signature(call).parameters
+        wanted = [o for o in options if EXPORT_OWN.get(o, output) == output]
+        missing = [o for o in wanted if o.replace("-", "_") not in params]
+        assert not missing, f"export --{output} takes {missing}, {call.__name__} does not"
+
+
 def test_the_library_reads_every_keyword_and_refuses_what_is_none():
     """The keywords reach the library's own option fields: a value is parsed there (the
     error names the keyword, as the flag's would), and a name it does not know is an
@@ -64,3 +82,20 @@ def test_the_library_reads_every_keyword_and_refuses_what_is_none():
         snap._native.leaks({"windos": "auto"})
     # A device given as a number or as its text is the same device.
     assert snap.top(device=0).to_dict() == snap.top(device="0").to_dict()
+
+
+def test_an_export_keyword_does_what_its_flag_does(tmp_path):
+    """`device=` of an export selects the device `--device` does: the same written
+    summary from Python and from the command line."""
+    f = str(ROOT / "fixtures" / "scenarios" / "devices_in_different_units.pickle")
+    py = leakscope.export_pprof(f, tmp_path / "py.pb.gz", at="peak", device=1)
+    out = subprocess.run(cli() + ["export", f, "--pprof", str(tmp_path / "cli.pb.gz"), "--at",
+                                  "peak", "--device", "1", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    cli_summary = json.loads(out)
+    for d in (py, cli_summary):
+        d.pop("written", None)
+        d.pop("out", None)
+    assert py == cli_summary
+    everything = leakscope.export_pprof(f, tmp_path / "all.pb.gz", at="peak")
+    assert py["total"] < everything["total"]

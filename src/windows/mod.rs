@@ -103,6 +103,15 @@ fn build(
     } else {
         f.names
     };
+    // Growth is what a window keeps that the windows before it did not: with one window,
+    // all it keeps is warm-up, and no limit on growth can be judged (one rule, which the
+    // leak finder, `check` and the test helpers all read as `verdicts`).
+    let judged = f.starts.len() >= 2;
+    let reason = if judged {
+        reason
+    } else {
+        format!("{reason}; one window: growth is judged across at least two")
+    };
     Windows {
         device,
         source: f.source,
@@ -114,7 +123,7 @@ fn build(
         ends: Vec::new(),
         events,
         names,
-        verdicts: true,
+        verdicts: judged,
         quality: Some(q),
         candidates: Vec::new(),
     }

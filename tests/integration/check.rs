@@ -125,6 +125,26 @@ fn growth_limits_fail_where_the_trace_gives_no_verdicts() {
     assert!(xml.contains("not checked: no per-window verdicts"), "{xml}");
 }
 
+/// One window asked for is no unit of work either: a growth limit on it is not judged
+/// (before, `every:N` covering the whole trace passed any limit, even 0 B).
+#[test]
+fn one_window_asked_for_is_not_judged() {
+    let budget = "[leaks]\nmax_bytes_per_window = 0\n[windows]\nspec = \"every:1000000000\"\n";
+    let (code, out, _) = check(
+        &["scenarios/loss_accum_no_detach.pickle"],
+        budget,
+        &["--json"],
+    );
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = &v["files"][0]["devices"][0]["cases"][0];
+    assert_eq!(c["passed"], false, "{c}");
+    assert!(
+        c["unjudged"].as_str().unwrap().contains("at least two"),
+        "{c}"
+    );
+}
+
 #[test]
 fn forbidden_sites_memory_limits_and_site_limits() {
     let budget = r#"
