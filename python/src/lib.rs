@@ -363,7 +363,8 @@ fn load_bytes(
 #[pyfunction]
 fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> {
     let de = pythonize::Depythonizer::from_object(obj);
-    let snap = leakscope::load::load_deserializer(&mut { de }, "object").map_err(load_error)?;
+    let snap = leakscope::load::load_deserializer(&mut { de }, leakscope::model::Container::Object)
+        .map_err(load_error)?;
     Ok(NativeSession::new(Session::from_snapshot(snap, name)))
 }
 

@@ -6,7 +6,10 @@ use serde::Serialize;
 
 use crate::model::fxhash::FastMap;
 use crate::model::size::add_size;
-use crate::model::{Action, BlockState, DeviceView, Layout, Snapshot, StackId, TraceScan, flags};
+use crate::model::{
+    Action, BlockState, Compression, Container, DeviceView, Layout, PickleStyle, Snapshot, StackId,
+    TraceScan, flags,
+};
 use crate::replay;
 
 /// JSON schema name of [`Summary`].
@@ -15,14 +18,14 @@ pub const SCHEMA: &str = "leakscope.summary/2";
 /// How the file was written and by whom.
 #[derive(Clone, Debug, Serialize)]
 pub struct FormatInfo {
-    /// `pickle`, `json` or `msgpack`.
-    pub container: String,
+    /// `pickle`, `json`, `msgpack` or `object`.
+    pub container: Container,
     /// Pickle protocol (null for JSON, or protocols 0/1 which have no PROTO).
     pub pickle_protocol: Option<u8>,
     /// `cpython` or `torch-cpp` (torch's C++ pickler); null when not a pickle.
-    pub pickle_style: Option<String>,
+    pub pickle_style: Option<PickleStyle>,
     /// `none`, `gzip` or `zstd`.
-    pub compression: String,
+    pub compression: Compression,
     /// `cuda` or `npu` (torch_npu).
     pub producer: String,
     /// `dict` or `segment-list`.
@@ -425,10 +428,10 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
         schema: SCHEMA,
         file: file.to_string(),
         format: FormatInfo {
-            container: snap.format.container.clone(),
+            container: snap.format.container,
             pickle_protocol: snap.format.pickle_protocol,
-            pickle_style: snap.format.pickle_style.clone(),
-            compression: snap.format.compression.clone(),
+            pickle_style: snap.format.pickle_style,
+            compression: snap.format.compression,
             producer: producer_with(snap, &any_action).into(),
             layout: match snap.layout {
                 Layout::Dict => "dict",

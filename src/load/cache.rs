@@ -40,6 +40,6 @@ pub(crate) fn decode(data: &[u8]) -> Result<Snapshot, LoadErrorKind> {
     snap.validate()
         .map_err(|e| LoadErrorKind::Cache(e.to_string()))?;
     snap.rebuild_indexes();
-    snap.format.container = "msgpack".into();
+    snap.format.container = crate::model::Container::Msgpack;
     Ok(snap)
 }

@@ -27,9 +27,14 @@ pub(crate) enum Codec {
 
 impl Codec {
     pub(crate) fn name(self) -> &'static str {
+        self.compression().as_str()
+    }
+
+    /// The compression as a snapshot's format names it.
+    pub(crate) fn compression(self) -> crate::model::Compression {
         match self {
-            Codec::Gzip => "gzip",
-            Codec::Zstd => "zstd",
+            Codec::Gzip => crate::model::Compression::Gzip,
+            Codec::Zstd => crate::model::Compression::Zstd,
         }
     }
 

@@ -28,7 +28,7 @@ use std::path::Path;
 pub use inflate::default_max_decompressed_bytes;
 
 use crate::error::{LoadError, LoadErrorKind};
-use crate::model::{Snapshot, SourceFormat};
+use crate::model::{Compression, PickleStyle, Snapshot, SourceFormat};
 
 /// Options for loading.
 ///
@@ -391,22 +391,23 @@ fn pager(
 ///
 /// ```
 /// let v = serde_json::json!({"segments": [], "device_traces": [[]]});
-/// let snap = leakscope::load::load_deserializer(v, "object").unwrap();
-/// assert_eq!(snap.format.container, "object");
+/// use leakscope::model::Container;
+/// let snap = leakscope::load::load_deserializer(v, Container::Object).unwrap();
+/// assert_eq!(snap.format.container.as_str(), "object");
 /// ```
 pub fn load_deserializer<'de, D: serde::Deserializer<'de>>(
     de: D,
-    container: &str,
+    container: crate::model::Container,
 ) -> Result<Snapshot, LoadError> {
     let mut heap = Default::default();
     let mut builder = build::Builder::new(0, true);
     let top = json::decode_from(de, &mut heap, &mut builder)?;
     let mut snap = builder.finish(&mut heap, top)?;
     snap.format = SourceFormat {
-        container: container.into(),
+        container,
         pickle_protocol: None,
         pickle_style: None,
-        compression: "none".into(),
+        compression: Compression::None,
     };
     Ok(snap)
 }
@@ -495,7 +496,7 @@ fn decode_compressed(
         (Err(e @ LoadErrorKind::Truncated { .. }), Ok(_)) => Err(in_decompressed(e)),
         (Err(e), Ok(_)) => Err(e),
         (Ok(mut snap), Ok(_)) => {
-            snap.format.compression = codec.name().to_string();
+            snap.format.compression = codec.compression();
             Ok(snap)
         }
     }
@@ -544,7 +545,7 @@ fn decode(
     release: &mut dyn FnMut(usize, &[prefault::Region]),
 ) -> Result<Snapshot, LoadErrorKind> {
     let total = data.len() as u64;
-    let mut snap = match kind {
+    let snap = match kind {
         Container::Cache => cache::decode(data)?,
         Container::Pickle => {
             let (mut snap, end) =
@@ -567,10 +568,10 @@ fn decode(
                 other => other?,
             };
             snap.format = SourceFormat {
-                container: "json".into(),
+                container: crate::model::Container::Json,
                 pickle_protocol: None,
                 pickle_style: None,
-                compression: "none".into(),
+                compression: Compression::None,
             };
             snap
         }
@@ -582,9 +583,6 @@ fn decode(
     };
     if let Some(p) = opts.progress.as_mut() {
         p(total, total);
-    }
-    if snap.format.container.is_empty() {
-        snap.format.container = "msgpack".into();
     }
     Ok(snap)
 }
@@ -628,10 +626,14 @@ fn decode_pickle<'a>(
         && stats.memoize_ops == 0
         && (stats.long1_padded > 0 || stats.empty_batches > 0);
     snap.format = SourceFormat {
-        container: "pickle".into(),
+        container: crate::model::Container::Pickle,
         pickle_protocol: stats.protocol,
-        pickle_style: Some(if cpp { "torch-cpp" } else { "cpython" }.into()),
-        compression: "none".into(),
+        pickle_style: Some(if cpp {
+            PickleStyle::TorchCpp
+        } else {
+            PickleStyle::Cpython
+        }),
+        compression: Compression::None,
     };
     Ok((snap, stats.end as usize))
 }

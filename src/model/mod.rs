@@ -30,14 +30,78 @@ pub use value::{Extra, Value};
 /// How the file was encoded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceFormat {
-    /// `pickle`, `json` or `msgpack` (leakscope's cache).
-    pub container: String,
+    /// What held the data.
+    pub container: Container,
     /// Pickle protocol from the PROTO opcode (`None` for protocols 0 and 1 or non-pickles).
     pub pickle_protocol: Option<u8>,
-    /// `cpython` (Python's `pickle.dump`) or `torch-cpp` (torch's C++ pickler).
-    pub pickle_style: Option<String>,
-    /// `none`, `gzip` or `zstd`.
-    pub compression: String,
+    /// Which pickler wrote it (`None`: not a pickle).
+    pub pickle_style: Option<PickleStyle>,
+    /// The compression around it.
+    pub compression: Compression,
+}
+
+/// Names a format word once: its JSON and text spelling is its serde name.
+macro_rules! format_word {
+    ($(#[$doc:meta])* $name:ident $(: $extra:ident)? { $($(#[$vdoc:meta])* $variant:ident = $word:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize $(, $extra)?)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $word)] $variant,)*
+        }
+
+        impl $name {
+            /// The word JSON and text use.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+format_word! {
+    /// What held a snapshot's data.
+    Container: Default {
+        /// A pickle (`_dump_snapshot`).
+        #[default]
+        Pickle = "pickle",
+        /// JSON (the pickle's content as JSON).
+        Json = "json",
+        /// leakscope's own cache (`leakscope convert`).
+        Msgpack = "msgpack",
+        /// A Python object read in place (`leakscope.from_snapshot`).
+        Object = "object",
+    }
+}
+
+format_word! {
+    /// Which pickler wrote a pickle.
+    PickleStyle {
+        /// Python's `pickle.dump`.
+        Cpython = "cpython",
+        /// torch's C++ pickler.
+        TorchCpp = "torch-cpp",
+    }
+}
+
+format_word! {
+    /// The compression around a snapshot.
+    Compression: Default {
+        /// None.
+        #[default]
+        None = "none",
+        /// gzip (`.gz`).
+        Gzip = "gzip",
+        /// zstd (`.zst`).
+        Zstd = "zstd",
+    }
 }
 
 /// The top-level shape of the data.

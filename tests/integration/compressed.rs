@@ -58,7 +58,7 @@ fn every_compression_gives_the_plain_files_summary() {
         for (i, (codec, bytes)) in forms.iter().enumerate() {
             let snap = leakscope::load_bytes(bytes, LoadOptions::default())
                 .unwrap_or_else(|e| panic!("{name} form {i}: {e}"));
-            assert_eq!(snap.format.compression, *codec, "{name} form {i}");
+            assert_eq!(snap.format.compression.as_str(), *codec, "{name} form {i}");
             assert_eq!(
                 content_only(summary_json(&snap, "")),
                 reference,
@@ -78,7 +78,7 @@ fn compression_is_detected_by_content_not_name() {
     ] {
         let p = dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
-        assert_eq!(load(&p).format.compression, codec);
+        assert_eq!(load(&p).format.compression.as_str(), codec);
     }
 }
 

@@ -61,9 +61,13 @@ fn format_is_reported() {
     ];
     for (name, container, proto, style) in cases {
         let snap = load(&fixture(&format!("encodings/{name}")));
-        assert_eq!(snap.format.container, container, "{name}");
+        assert_eq!(snap.format.container.as_str(), container, "{name}");
         assert_eq!(snap.format.pickle_protocol, proto, "{name}");
-        assert_eq!(snap.format.pickle_style.as_deref(), style, "{name}");
+        assert_eq!(
+            snap.format.pickle_style.map(|p| p.as_str()),
+            style,
+            "{name}"
+        );
     }
 }
 

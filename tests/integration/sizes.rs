@@ -35,7 +35,8 @@ fn segment(address: u64, total: u64, blocks: Vec<Value>) -> Value {
 }
 
 fn session_of(doc: &Value) -> Session {
-    let snap = leakscope::load::load_deserializer(doc.clone(), "json").expect("the snapshot loads");
+    let snap = leakscope::load::load_deserializer(doc.clone(), leakscope::model::Container::Json)
+        .expect("the snapshot loads");
     Session::from_snapshot(snap, "sizes.json")
 }
 

@@ -72,14 +72,14 @@ pub fn batch_of(key: &FileKey, s: &Summary, file_bytes: u64) -> Result<RecordBat
             Arc::new(StringArray::from(vec![key.step; n])),
             Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.device))),
             text(&s.format.producer),
-            text(&s.format.container),
+            text(s.format.container.as_str()),
             Arc::new(Int32Array::from(vec![
                 s.format
                     .pickle_protocol
                     .map(i32::from);
                 n
             ])),
-            text(&s.format.compression),
+            text(s.format.compression.as_str()),
             Arc::new(UInt64Array::from(vec![file_bytes; n])),
             col(|r| r.reserved),
             col(|r| r.allocated),
