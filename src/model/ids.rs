@@ -34,7 +34,7 @@ id_type!(
 );
 id_type!(
     /// An interned set of per-event attributes that rarely change (stream, compile context,
-    /// user metadata, pool id, which keys were present) in [`crate::model::Trace::metas`].
+    /// user metadata, pool id, which keys were present) in [`crate::model::Snapshot::metas`].
     MetaId
 );
 

@@ -2,6 +2,9 @@
 //! are these fields: clap reads them from the arguments (`--user-code`), serde from
 //! Python's keywords (`user_code=`), so each name, default, parser and help line is
 //! written once. [`OptionArgs::options`] turns them into the session's [`Options`].
+// The fields' doc lines are the command line's help, written for the terminal: the
+// brackets in them (`annotation[:REGEX]`, `[roles]`) are text, not links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -66,7 +66,7 @@ pub enum Failure {
         freed_by_last: f64,
     },
     /// The trace's stacks show a single backward, the family's middle windows all start
-    /// inside it and free less than [`LAYERS_KEEP_BELOW`] in place: they are its layers
+    /// inside it and free less than `LAYERS_KEEP_BELOW` in place: they are its layers
     /// (each layer's forward recomputed by activation checkpointing).
     OneBackward,
     /// Windows do different work (a function entered both in forward and in backward).

@@ -27,7 +27,7 @@ pub enum WindowSpec {
     Site(Regex),
     /// Every N events.
     Every(u32),
-    /// The family that measures as a unit of work (see [`crate::windows::quality`]):
+    /// The family that measures as a unit of work (see `windows::quality`):
     /// annotations or `user_metadata` when they qualify, else entries into a function or
     /// allocations at a call site; the whole trace when none does.
     #[default]

@@ -1,7 +1,7 @@
 //! Memory roles: what an allocation *is* (a parameter, a gradient, optimizer state, an
 //! activation, a temporary, untraced memory), decided from what a snapshot holds: the
 //! allocating stack, the freeing stack when recorded, the lifetime, and the phase of the
-//! step each event runs in ([`phase`]). The rules are data ([`RULES`]), first match
+//! step each event runs in (`phase`). The rules are data ([`RULES`]), first match
 //! wins, after the user's own (`[roles]` in leakscope.toml: a regex on frames -> a role
 //! name). docs/roles.md explains each rule and its limits.
 //!
