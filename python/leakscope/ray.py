@@ -34,8 +34,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _INSTALL = "leakscope.ray needs Ray: pip install 'leakscope[ray]'"
 
-# What names a file of the run (the rest of a listed entry is its size and time).
-_FOUND = ("file", "rank", "step", "step_order")
 # A found entry naming no file: analysed on the driver only to check the options.
 _NO_FILE = json.dumps({"file": "", "rank": None, "step": "", "step_order": 0})
 
@@ -201,7 +199,7 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
         if listing is None:
             raise ValueError(f"{root} is not a directory")
         found = json.loads(listing)
-        return ([_File({n: f[n] for n in _FOUND}, f["size"] or 0, list(nodes))
+        return ([_File(f, f["size"] or 0, list(nodes))
                  for f in found["files"]], found["skipped"], True)
 
     lister = ray.remote(_list_node)
@@ -221,7 +219,7 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
 
     merged = json.loads(_native.merge_listings(json.dumps(list(listed.items())), len(seen),
                                                 shared_fs is None))
-    files = [_File({n: f[n] for n in _FOUND}, f["size"], f["holders"]) for f in merged["files"]]
+    files = [_File(f, f["size"], f["holders"]) for f in merged["files"]]
     return files, merged["skipped"], merged["shared"]
 
 

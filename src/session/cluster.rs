@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::discover::{Found, walk};
 use super::error::SessionError;
 use super::options::Options;
-use super::ranks::{FileRanks, analyse_file, error_row, merge_ranks};
+use super::ranks::{FileRanks, analyse_file_at, error_row, merge_ranks};
 use crate::analysis::ranks::RankRow;
 use crate::report::RanksReport;
 
@@ -88,20 +88,7 @@ pub fn list_here(root: &Path, prefix: &Path) -> Result<Option<NodeListing>, Sess
 /// One file's rows and top suspects, the file opened below `prefix` and named as `found`
 /// names it (in rows and in errors alike).
 pub fn analyse_found(found: &Found, prefix: &Path, opts: &Options, threads: bool) -> FileRanks {
-    let full = prefix.join(&found.file);
-    let here = Found {
-        file: full.clone(),
-        ..found.clone()
-    };
-    let mut out = analyse_file(&here, opts, threads);
-    let (long, short) = (full.display().to_string(), found.file.display().to_string());
-    for r in &mut out.rows {
-        r.file = short.clone();
-        if let Some(e) = &mut r.error {
-            *e = e.replace(&long, &short);
-        }
-    }
-    out
+    analyse_file_at(found, &prefix.join(&found.file), opts, threads)
 }
 
 /// The run's report from each file's rows, or the error that kept a file from being
@@ -225,6 +212,20 @@ mod tests {
             skipped: skipped.len() as u64,
             skipped_files: skipped.iter().map(PathBuf::from).collect(),
         }
+    }
+
+    /// A file opened below a machine's prefix is named as listed, its error too.
+    #[test]
+    fn a_file_is_named_as_listed_wherever_it_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        std::fs::write(dir.path().join("x/bad.pickle"), b"junkjunk").unwrap();
+        let found = listed("x/bad.pickle", 8, 0).found;
+        let r = analyse_found(&found, dir.path(), &Options::default(), false);
+        assert_eq!(r.rows[0].file, "x/bad.pickle");
+        let error = r.rows[0].error.as_deref().unwrap();
+        assert!(error.starts_with("x/bad.pickle: "), "{error}");
+        assert!(!error.contains(&*dir.path().to_string_lossy()), "{error}");
     }
 
     /// Two machines seeing the same folder share its files; a third copy with another

@@ -95,6 +95,13 @@ impl Session {
         Ok(Session::from_snapshot(snap, path.display().to_string()))
     }
 
+    /// Loads `path` and reports it, and its load errors, as `name`: a file opened by
+    /// another path than the one it is known by (a cluster node opening a run's file).
+    pub fn open_as(path: &Path, name: &Path, opts: LoadOptions) -> Result<Session, SessionError> {
+        let snap = load_path(path, opts).map_err(|e| e.with_path(name))?;
+        Ok(Session::from_snapshot(snap, name.display().to_string()))
+    }
+
     /// A session over a snapshot already in memory, reported as `name`.
     pub fn from_snapshot(snap: Snapshot, name: impl Into<String>) -> Session {
         Session {

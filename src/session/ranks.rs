@@ -67,6 +67,12 @@ pub const TOP_SUSPECTS: usize = 5;
 /// Analyses one file of a run. `threads`: helper threads for the load (off when files are
 /// loaded side by side, one per core).
 pub fn analyse_file(f: &Found, opts: &Options, threads: bool) -> FileRanks {
+    analyse_file_at(f, &f.file, opts, threads)
+}
+
+/// [`analyse_file`] of the file opened at `open`, named in its rows and errors as `f`
+/// names it.
+pub(crate) fn analyse_file_at(f: &Found, open: &Path, opts: &Options, threads: bool) -> FileRanks {
     let lo = LoadOptions {
         threads,
         ..LoadOptions::default()
@@ -80,7 +86,7 @@ pub fn analyse_file(f: &Found, opts: &Options, threads: bool) -> FileRanks {
             suspects: Vec::new(),
         }
     };
-    let s = match Session::open(&f.file, lo) {
+    let s = match Session::open_as(open, &f.file, lo) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
