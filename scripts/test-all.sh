@@ -4,7 +4,8 @@
 # pytest suite (python/tests). Needs cargo and python3 (3.9 or later) with venv; pip
 # fetches maturin, pytest, pandas, ray (leakscope.ray's two-node local cluster) and
 # duckdb (queries of the Parquet export), perfetto, protobuf and grpcio-tools (decoding the
-# Perfetto and pprof exports with the official definitions) from PyPI the first time (about 25 s, 530 MB).
+# Perfetto and pprof exports with the official definitions) from PyPI the first time (about 25 s,
+# 530 MB), and mcp (the MCP SDK, whose client drives `leakscope mcp`; 36 MB with what it needs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +17,7 @@ echo "== python package (maturin, into $VENV)"
 if [[ ! -x "$VENV/bin/python" ]]; then
     python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas ray duckdb perfetto protobuf grpcio-tools
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check pytest pandas ray duckdb perfetto protobuf grpcio-tools "mcp>=2,<3"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps .
 
 echo "== pytest"
