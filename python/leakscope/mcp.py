@@ -3,8 +3,9 @@
 Its tools are the commands: each calls this package's method or function of the same
 name and returns the result's ``to_dict()``, which is what ``leakscope <command> FILE
 --json`` prints (as JSON text and as structured content). A tool's arguments are its
-Python call's, read from the signature (types, defaults) and docstring (description), so
-``TOOLS`` below is the whole list and a new command is one line there. Each file is
+Python call's, read from the signature (names, types, defaults), with what the command's
+``--help`` says of each; its description is the call's docstring. So ``TOOLS`` below is
+the whole list and a new command is one line there. Each file is
 loaded once per server and kept while its size and modification time stay the same; a
 loaded file is a resource (``leakscope://snapshot/<absolute path>``: its summary).
 
@@ -209,7 +210,8 @@ class Snapshots:
                     self._kept.move_to_end(full)
                     return full, kept[1]
                 self._kept.pop(full, None)
-            log.info("loading %s (%s bytes)", full, "?" if stamp is None else stamp[0])
+            log.info("loading %s%s", full,
+                     "" if stamp is None else f" ({_native.format_size(stamp[0])})")
             start = time.perf_counter()
             snap = load(full)
             with self._lock:
