@@ -99,6 +99,17 @@ class Snapshot:
         """
         return Result._from_json("windows", self._native.windows(_opts(locals())))
 
+    def phases(self, device: Device = None) -> Result:
+        """Memory per annotated phase (``leakscope phases --json``, schema
+        ``leakscope.phases/1``): live bytes at the start, peak and end of each
+        ``record_function`` range (``to_pandas()``: a row each), and per family of names.
+
+        Example::
+
+            snap.phases().to_pandas().sort_values("peak_bytes").tail()
+        """
+        return Result._from_json("phases", self._native.phases(_opts(locals())))
+
     def top(self, at: str = "end", by: str = "site", device: Device = None,
             limit: Optional[int] = None, user_code: Optional[str] = None,
             exclude: Optional[str] = None, focus: Optional[str] = None,

@@ -188,6 +188,16 @@ impl NativeSession {
         self.report(py, move |s| s.windows(&o))
     }
 
+    #[pyo3(signature = (opts=None))]
+    fn phases(
+        &self,
+        py: Python<'_>,
+        opts: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(String, String)> {
+        let o = options(opts)?;
+        self.report(py, move |s| s.phases(&o))
+    }
+
     #[pyo3(signature = (opts=None, at_="end", limit=20))]
     fn top(
         &self,

@@ -115,6 +115,10 @@ pub struct Growth {
     pub role: String,
     /// Its survivor bytes by role, largest first.
     pub roles: Vec<RoleBytes>,
+    /// The names its survivors were given, per kind (annotation, metadata, compile): those
+    /// of most of their named bytes; absent when the snapshot carries none.
+    #[serde(skip_serializing_if = "crate::attribute::names::Names::is_empty")]
+    pub names: crate::attribute::names::Names,
     /// What the growth is.
     pub kind: Kind,
     /// Survivor bytes per window: the typical occurrence spread over its period (equal
@@ -735,6 +739,7 @@ fn growth(
         None
     };
     let (role, roles) = survivor_roles(&s.lifes, replay, attr);
+    let names = attr.names_of(s.lifes.iter().map(|&i| (i, replay.lifetimes[i].bytes)));
     let occurrence = median(v.rate_windows.iter().map(|&w| s.series[w]).collect());
     let period = period_of(&v.rate_windows);
     let held = growing_allocations(s, replay, windows);
@@ -742,6 +747,7 @@ fn growth(
         site: attr.site(s.key).clone(),
         role,
         roles,
+        names,
         kind: v.kind,
         bytes_per_window: occurrence / period.unwrap_or(1).max(1),
         bytes_per_occurrence: occurrence,

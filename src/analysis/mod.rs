@@ -9,6 +9,7 @@ pub mod compare;
 pub mod counters;
 pub mod leaks;
 pub mod oom;
+pub mod phases;
 pub mod point;
 pub mod point_diff;
 pub mod range;

@@ -73,6 +73,9 @@ pub struct Holder {
     pub role: String,
     /// Its bytes by role, largest first.
     pub roles: Vec<super::top::RoleBytes>,
+    /// The names its memory was given (see [`super::top::TopRow::names`]).
+    #[serde(skip_serializing_if = "crate::attribute::names::Names::is_empty")]
+    pub names: crate::attribute::names::Names,
     /// Live requested bytes.
     pub bytes: u64,
     /// Allocations.
@@ -258,6 +261,7 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
                     site: x.site,
                     role: x.role,
                     roles: x.roles,
+                    names: x.names,
                     bytes: x.bytes,
                     blocks: x.blocks,
                 })

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::point::Point;
+use crate::attribute::names::Names;
 use crate::attribute::roles::RoleId;
 use crate::attribute::{Attributor, Site};
 use crate::model::size::sum_sizes;
@@ -27,6 +28,10 @@ pub struct TopRow {
     pub role: String,
     /// Its bytes by role, largest first.
     pub roles: Vec<RoleBytes>,
+    /// The names its memory was given, per kind (annotation, metadata, compile): those of
+    /// most of its named bytes; absent when the snapshot carries none.
+    #[serde(skip_serializing_if = "Names::is_empty")]
+    pub names: Names,
     /// Live requested bytes.
     pub bytes: u64,
     /// Fraction of the live bytes at this point.
@@ -80,6 +85,8 @@ pub(crate) struct Group {
     pub roles: Vec<(RoleId, u64)>,
     /// The largest of them (lifetime index; the first made on ties).
     pub largest: usize,
+    /// The names beside it.
+    pub names: Names,
 }
 
 impl Group {
@@ -112,6 +119,9 @@ pub(crate) fn grouped(
     let mut largest: Vec<usize> = Vec::new();
     // (key, role) -> bytes, for the role breakdown of each row.
     let mut by_role: Vec<(u32, RoleId, u64)> = Vec::new();
+    // (key, lifetime), for the names beside each row (when the snapshot has names).
+    let mut members: Vec<(u32, usize)> = Vec::new();
+    let with_names = attr.has_names_beside();
     for i in live {
         let l = &replay.lifetimes[i];
         let Some(k) = attr.key_of(i, l) else { continue };
@@ -127,6 +137,15 @@ pub(crate) fn grouped(
         sums[ku].0 = sums[ku].0.saturating_add(l.bytes);
         sums[ku].1 += 1;
         by_role.push((k, attr.role(i), l.bytes));
+        if with_names {
+            members.push((k, i));
+        }
+    }
+    members.sort_unstable();
+    let mut names_of: Vec<Names> = vec![Names::new(); sums.len()];
+    for chunk in members.chunk_by(|a, b| a.0 == b.0) {
+        let lifes = chunk.iter().map(|&(_, i)| (i, replay.lifetimes[i].bytes));
+        names_of[chunk[0].0 as usize] = attr.names_of(lifes);
     }
     by_role.sort_unstable_by_key(|&(k, r, _)| (k, r));
     let mut roles_of: Vec<Vec<(RoleId, u64)>> = vec![Vec::new(); sums.len()];
@@ -140,9 +159,10 @@ pub(crate) fn grouped(
     let mut groups: Vec<Group> = sums
         .iter()
         .zip(roles_of)
+        .zip(names_of)
         .enumerate()
-        .filter(|(_, (s, _))| s.1 > 0)
-        .map(|(k, (s, mut roles))| {
+        .filter(|(_, ((s, _), _))| s.1 > 0)
+        .map(|(k, ((s, mut roles), names))| {
             roles.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             Group {
                 key: k as u32,
@@ -150,6 +170,7 @@ pub(crate) fn grouped(
                 blocks: s.1,
                 roles,
                 largest: largest[k],
+                names,
             }
         })
         .collect();
@@ -206,6 +227,7 @@ fn top_of(
                 site: attr.site(g.key).clone(),
                 role,
                 roles,
+                names: g.names,
                 bytes: g.bytes,
                 share: share(g.bytes),
                 blocks: g.blocks,

@@ -17,7 +17,7 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::point::Point;
-use crate::attribute::{Attributor, GroupBy, NO_FRAME, UNTRACED};
+use crate::attribute::{Attributor, NO_FRAME, UNTRACED};
 use crate::model::fxhash::FastMap;
 use crate::model::{FrameId, Line, StackId, StrId};
 use crate::replay::Replay;
@@ -127,20 +127,20 @@ impl CallTree {
     pub fn build(replay: &Replay, point: &Point, attr: &mut Attributor) -> CallTree {
         let snap = attr.snapshot();
         let mut tree = CallTree::new();
-        // Leaves by (group node, stack): under `--by role` each role is a child of the
-        // root with the stacks of its memory below it.
+        // Leaves by (group node, stack): under `--by role` (or a name) each role is a
+        // child of the root with the stacks of its memory below it.
         let mut leaf_of: FastMap<(NodeIndex, StackId), NodeIndex> = FastMap::default();
         let mut child_of: FastMap<ChildKey, NodeIndex> = FastMap::default();
         let mut label_of: FastMap<String, NodeIndex> = FastMap::default();
-        let by_role = attr.by() == GroupBy::Role;
+        let grouped = attr.by().per_allocation();
         for i in replay.live_indices(point.event_index) {
             let l = &replay.lifetimes[i];
-            if attr.key_of(i, l).is_none() {
+            let Some(key) = attr.key_of(i, l) else {
                 continue;
-            }
+            };
             let frames = attr.filtered(l.stack);
-            let label = if by_role {
-                Some(attr.role_name(i).to_string())
+            let label = if grouped {
+                Some(attr.site(key).label.clone())
             } else if l.before_trace() && frames.is_empty() {
                 Some(UNTRACED.to_string())
             } else {

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::names::NameKind;
+
 /// What allocations are grouped by.
 ///
 /// ```
@@ -28,25 +30,51 @@ pub enum GroupBy {
     /// The memory's role: parameter, gradient, optimizer state, activation, temporary,
     /// untraced, unknown, or a user's (see [`crate::attribute::roles`]).
     Role,
+    /// The innermost `record_function` range it was allocated in
+    /// ([`NameKind::Annotation`]).
+    Annotation,
+    /// Its `user_metadata`, or the label an `annotate` event gave it
+    /// ([`NameKind::Metadata`]).
+    Metadata,
+    /// Its compiled region and FX node ([`NameKind::Compile`]).
+    Compile,
 }
 
 /// A `--by` value that is not one of the groupings.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: group by site, user, stack, file, function or role")]
+#[error("`{0}`: group by site, user, stack, file, function, role, annotation, metadata or compile")]
 pub struct GroupByError(pub String);
 
 /// A grouping the call tree cannot take.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: the tree groups by role (or site, the default)")]
+#[error("`{0}`: the tree groups by role, annotation, metadata or compile (or site, the default)")]
 pub struct TreeGroupingError(pub String);
 
 impl GroupBy {
-    /// The grouping as the call tree takes it: it follows stacks, so only roles group it
-    /// further (`site`, the default, leaves it as it is).
+    /// The grouping as the call tree takes it: it follows stacks, so only what is not
+    /// read off a stack (roles, names) groups it further (`site`, the default, leaves it
+    /// as it is).
     pub fn for_tree(self) -> Result<GroupBy, TreeGroupingError> {
+        if self == GroupBy::Site || self.per_allocation() {
+            Ok(self)
+        } else {
+            Err(TreeGroupingError(self.name().to_string()))
+        }
+    }
+
+    /// Whether the groups are read off each allocation rather than off its stack (roles
+    /// and names): the call tree puts such a group above the stacks.
+    pub fn per_allocation(self) -> bool {
+        self == GroupBy::Role || self.name_kind().is_some()
+    }
+
+    /// The kind of name it groups by, for the names' groupings.
+    pub fn name_kind(self) -> Option<NameKind> {
         match self {
-            GroupBy::Site | GroupBy::Role => Ok(self),
-            other => Err(TreeGroupingError(other.name().to_string())),
+            GroupBy::Annotation => Some(NameKind::Annotation),
+            GroupBy::Metadata => Some(NameKind::Metadata),
+            GroupBy::Compile => Some(NameKind::Compile),
+            _ => None,
         }
     }
 
@@ -59,6 +87,9 @@ impl GroupBy {
             GroupBy::File => "file",
             GroupBy::Function => "function",
             GroupBy::Role => "role",
+            GroupBy::Annotation => "annotation",
+            GroupBy::Metadata => "metadata",
+            GroupBy::Compile => "compile",
         }
     }
 }
@@ -74,6 +105,9 @@ impl FromStr for GroupBy {
             "file" => GroupBy::File,
             "function" => GroupBy::Function,
             "role" => GroupBy::Role,
+            "annotation" => GroupBy::Annotation,
+            "metadata" => GroupBy::Metadata,
+            "compile" => GroupBy::Compile,
             _ => return Err(GroupByError(s.to_string())),
         })
     }

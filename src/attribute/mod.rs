@@ -7,6 +7,7 @@
 
 mod filters;
 mod group;
+pub mod names;
 pub mod roles;
 mod site;
 
@@ -53,6 +54,10 @@ pub struct Attributor<'s> {
     roles: Option<roles::RoleMap>,
     /// The key of [`UNTRACED`], once used.
     untraced: Option<u32>,
+    /// Under a names' grouping, the names of the device's allocations.
+    names: Option<names::NameMap>,
+    /// The names shown beside sites: those of every kind the snapshot carries.
+    beside: Vec<(names::NameKind, names::NameMap)>,
 }
 
 impl<'s> Attributor<'s> {
@@ -72,6 +77,8 @@ impl<'s> Attributor<'s> {
             key_index: FastMap::default(),
             roles: None,
             untraced: None,
+            names: None,
+            beside: Vec::new(),
         }
     }
 
@@ -90,6 +97,40 @@ impl<'s> Attributor<'s> {
         self.roles = Some(map);
     }
 
+    /// Gives the attributor the names of its device's allocations (the lifetimes of the
+    /// replay they were read on), of the kind it groups by: keys are then the names' ids.
+    pub fn set_names(&mut self, map: names::NameMap) {
+        self.keys = map.names().to_vec();
+        self.key_index = self
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.clone(), i as u32))
+            .collect();
+        self.cache.clear();
+        self.untraced = None;
+        self.names = Some(map);
+    }
+
+    /// Gives the attributor the names to show beside its sites ([`names::carried`]).
+    pub fn set_names_beside(&mut self, maps: Vec<(names::NameKind, names::NameMap)>) {
+        self.beside = maps;
+    }
+
+    /// Whether the snapshot carries names to show beside sites.
+    pub fn has_names_beside(&self) -> bool {
+        !self.beside.is_empty()
+    }
+
+    /// The names beside a group of allocations `(lifetime index, bytes)`: empty when the
+    /// snapshot carries none.
+    pub fn names_of(&self, lifes: impl Iterator<Item = (usize, u64)> + Clone) -> names::Names {
+        if self.beside.is_empty() {
+            return names::Names::new();
+        }
+        names::dominant(&self.beside, lifes)
+    }
+
     /// An attributor of the same snapshot, frames and roles that groups by role.
     pub fn by_role(&self) -> Attributor<'s> {
         let classes = Classification(Arc::clone(&self.classes));
@@ -97,6 +138,7 @@ impl<'s> Attributor<'s> {
         if let Some(m) = &self.roles {
             a.set_roles(m.clone());
         }
+        a.beside = self.beside.clone();
         a
     }
 
@@ -127,6 +169,12 @@ impl<'s> Attributor<'s> {
                 return None;
             }
             return Some(self.role(i).0 as u32);
+        }
+        if let Some(m) = &self.names {
+            if self.classes.focus && !self.in_focus(l.stack) {
+                return None;
+            }
+            return Some(m.id(i));
         }
         if l.before_trace() && self.filtered(l.stack).is_empty() {
             if self.classes.focus {
@@ -204,9 +252,13 @@ impl<'s> Attributor<'s> {
         let frames = self.filtered(stack);
         let of = |f: FrameId| Site::of_frame(snap, snap.frames.get(f));
         match self.by {
-            // A stack alone has no role; where only a stack is known (a freeing site) it
-            // is named by its call site.
-            GroupBy::Site | GroupBy::Role => self
+            // A stack alone has no role nor name; where only a stack is known (a freeing
+            // site) it is named by its call site.
+            GroupBy::Site
+            | GroupBy::Role
+            | GroupBy::Annotation
+            | GroupBy::Metadata
+            | GroupBy::Compile => self
                 .site_frame(&frames)
                 .map_or_else(|| Site::label_only(NO_FRAME), of),
             GroupBy::User => frames

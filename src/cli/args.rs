@@ -43,6 +43,8 @@ pub enum Command {
     Check(CheckCmd),
     /// How the trace is cut into windows (micro-batches) for leaks, and why
     Windows(WindowsCmd),
+    /// Memory per annotated phase: live bytes at the start, peak and end of each record_function range
+    Phases(PhasesCmd),
     /// Every allocation over the trace, as memory_viz's timeline draws it (the largest one by one, the rest summed)
     Timeline(TimelineCmd),
     /// The call tree of the memory live at a point: bytes per frame, inclusive and self
@@ -71,6 +73,17 @@ pub enum Command {
     /// Example: leakscope slice run.pickle --around peak --events 1000 -o peak.pickle
     #[command(verbatim_doc_comment)]
     Slice(SliceCmd),
+    /// A Model Context Protocol server over stdio for coding agents (the Python package's: pip install "leakscope[mcp]")
+    ///
+    /// Runs `python3 -m leakscope mcp` (LEAKSCOPE_PYTHON names another interpreter): its
+    /// tools are the commands, with their options as arguments and their --json documents as
+    /// results; each file is loaded once per server. See docs/agents.md.
+    #[command(verbatim_doc_comment)]
+    Mcp {
+        /// Passed to the server
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -240,6 +253,21 @@ pub struct WindowsCmd {
     #[command(flatten)]
     pub load: LoadArgs,
     /// Print JSON (schema leakscope.windows/4)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Memory per annotated phase: live bytes at the start, peak and end of each record_function range
+#[derive(clap::Args)]
+pub struct PhasesCmd {
+    /// Snapshot file
+    pub file: PathBuf,
+    /// Device index, or all (every device with segments or trace events)
+    #[arg(long, default_value = "all")]
+    pub device: DeviceSelection,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Print JSON (schema leakscope.phases/1)
     #[arg(long)]
     pub json: bool,
 }

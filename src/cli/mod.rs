@@ -34,6 +34,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ranks(c) => c.run(style),
         Command::Check(c) => c.run(style),
         Command::Windows(c) => c.run(style),
+        Command::Phases(c) => c.run(style),
+        Command::Mcp { args } => commands::mcp(&args),
         Command::Timeline(c) => c.run(style),
         Command::Tree(c) => c.run(style),
         Command::Flamegraph(c) => c.run(),

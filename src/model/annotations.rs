@@ -6,6 +6,29 @@
 use super::Snapshot;
 use super::trace::TimedEvents;
 
+/// `name` with each run of digits written `{n}`: the names of one loop's ranges
+/// (`micro_batch3`, `micro_batch12`) share it.
+///
+/// ```
+/// assert_eq!(leakscope::model::name_family("micro_batch12"), "micro_batch{n}");
+/// ```
+pub fn name_family(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut digits = false;
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push_str("{n}");
+            }
+            digits = true;
+        } else {
+            digits = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One `record_function` range of a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AnnotationRange<'s> {

@@ -16,7 +16,9 @@ mod value;
 
 use serde::{Deserialize, Serialize};
 
-pub use annotations::{AnnotationRange, EventRange, annotation_event_ranges, annotation_ranges};
+pub use annotations::{
+    AnnotationRange, EventRange, annotation_event_ranges, annotation_ranges, name_family,
+};
 pub use error::ModelError;
 pub use event::{Action, ActionTable, EventMeta, flags};
 pub use frames::{Frame, FrameTable, StackTable, Strings};

@@ -129,9 +129,14 @@ fn suspects_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
             Some(n) => format!("{} ({})", g.onset_window, terminal_text(n)),
             None => g.onset_window.to_string(),
         };
+        let names = if g.names.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", terminal_text(&super::names_text(&g.names)))
+        };
         let _ = writeln!(
             o,
-            "  {} ({}, since window {since}; {}{rhythm}): {}",
+            "  {} ({}, since window {since}; {}{names}{rhythm}): {}",
             terminal_text(&g.site.label),
             g.kind,
             g.role,

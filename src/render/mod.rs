@@ -12,6 +12,7 @@ pub mod json;
 pub mod junit;
 pub mod leaks;
 pub mod oom;
+pub mod phases;
 pub mod pickle;
 pub mod ranks;
 pub mod rows;
@@ -172,6 +173,21 @@ pub fn per_device<T>(
     }
     o.push_str(&tail);
     o
+}
+
+/// The names beside a site, as one cell: `annotation forward, metadata kept by autograd`
+/// (empty when it has none).
+pub fn names_text(names: &crate::attribute::names::Names) -> String {
+    names
+        .iter()
+        .map(|(kind, name)| format!("{kind} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A count with its noun: `1 range`, `1,024 ranges`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
 }
 
 /// A signed byte difference: `+1.50 MiB`, `-512 B`.

@@ -131,19 +131,28 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
     if !r.top_holders.is_empty() {
         o.push('\n');
         let _ = writeln!(o, "{}", style.bold("held at the failure"));
-        let mut t = Table::new(&[
+        let named = r.top_holders.iter().any(|h| !h.names.is_empty());
+        let mut columns = vec![
             ("bytes", Align::Right),
             ("blocks", Align::Right),
             ("role", Align::Left),
             ("site", Align::Left),
-        ]);
+        ];
+        if named {
+            columns.push(("names", Align::Left));
+        }
+        let mut t = Table::new(&columns);
         for h in &r.top_holders {
-            t.row([
+            let mut cells = vec![
                 bytes(h.bytes),
                 count(h.blocks),
                 super::top::role_cell(&h.roles, h.bytes),
                 h.site.label.clone(),
-            ]);
+            ];
+            if named {
+                cells.push(super::names_text(&h.names));
+            }
+            t.row(cells);
         }
         o.push_str(&t.render(style));
     }

@@ -40,6 +40,7 @@ pub fn rows(doc: &Value) -> Option<Vec<Row>> {
             vec![row(d, a, ALLOCATION, false)]
         }),
         "tree" => per_device(doc, None, tree),
+        "phases" => per_device(doc, Some("phases"), |d, p| vec![row(d, p, PHASE, false)]),
         "windows" => per_device(doc, None, windows),
         "report" => per_device(doc, None, report),
         "compare" => compare(doc),
@@ -68,6 +69,18 @@ const SUMMARY: &[&str] = &[
     "rounding_overhead_bytes",
     "cached_free_bytes",
     "trace_events",
+];
+const PHASE: &[&str] = &[
+    "name",
+    "depth",
+    "start_time_us",
+    "end_time_us",
+    "start_event",
+    "end_event",
+    "start_bytes",
+    "peak_bytes",
+    "peak_event",
+    "end_bytes",
 ];
 const SUSPECT: &[&str] = &[
     "bytes_per_window",

@@ -5,7 +5,8 @@ use super::Style;
 use crate::analysis::summary::Summary;
 use crate::report::{
     CheckReport, CompareAtReport, CompareReport, CompareStepsReport, LeaksReport, OomReport,
-    RanksReport, SegmentsReport, TimelineReport, TopReport, TreeReport, WindowsReport,
+    PhasesReport, RanksReport, SegmentsReport, TimelineReport, TopReport, TreeReport,
+    WindowsReport,
 };
 
 /// A report as the terminal shows it.
@@ -42,6 +43,7 @@ text! {
     CompareAtReport => super::compare_at::text,
     CompareStepsReport => super::compare_at::steps_text,
     OomReport => super::oom::text,
+    PhasesReport => super::phases::text,
     SegmentsReport => super::segments::text,
     TimelineReport => super::allocations::text,
     RanksReport => super::ranks::text,

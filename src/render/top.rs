@@ -70,6 +70,11 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
         columns.push(("role", Align::Left));
     }
     columns.push((by, Align::Left));
+    // The names people gave the memory, where the snapshot carries any.
+    let named = r.rows.iter().any(|row| !row.names.is_empty());
+    if named {
+        columns.push(("names", Align::Left));
+    }
     let mut t = Table::new(&columns);
     let push = |t: &mut Table, mut cells: Vec<String>, role: String| {
         if with_role {
@@ -85,6 +90,11 @@ pub fn device_text(r: &DeviceTop, by: &str, style: Style) -> String {
                 format!("{:.1}%", row.share * 100.0),
                 count(row.blocks),
                 row.site.label.clone(),
+                if named {
+                    super::names_text(&row.names)
+                } else {
+                    String::new()
+                },
             ],
             role_cell(&row.roles, row.bytes),
         );

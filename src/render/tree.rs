@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use petgraph::graph::NodeIndex;
 
-use super::{Align, Style, Table, bytes, count, per_device};
+use super::{Align, Style, Table, bytes, count, counted, per_device};
 use crate::analysis::point::Point;
 use crate::analysis::tree::DeviceTree;
 use crate::report::TreeReport;
@@ -29,10 +29,6 @@ pub fn point_text(at: &Point) -> String {
 /// depth as `[N]`, so that a stack thousands of frames deep cannot make every line
 /// thousands of characters wide.
 pub const MAX_INDENT: u32 = 64;
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{} {}", count(n), if n == 1 { one } else { many })
-}
 
 /// A line still to print.
 enum Item {
@@ -67,7 +63,7 @@ pub fn device_text(r: &DeviceTree, min_share: f64, style: Style) -> String {
         point_text(&r.at),
         bytes(r.at.requested_bytes),
     );
-    let blocks = plural(r.total_blocks, "allocation", "allocations");
+    let blocks = counted(r.total_blocks, "allocation", "allocations");
     if total == r.at.requested_bytes {
         let _ = writeln!(o, " in {blocks}");
     } else {
@@ -107,7 +103,7 @@ pub fn device_text(r: &DeviceTree, min_share: f64, style: Style) -> String {
                     format!(
                         "{indent}{branch}({} smaller, {})",
                         count(n),
-                        plural(blocks, "allocation", "allocations")
+                        counted(blocks, "allocation", "allocations")
                     ),
                 ]);
             }

@@ -26,8 +26,8 @@ pub use check::{CheckReport, DeviceCheck, FileCheck};
 pub use compare::{CompareAtReport, CompareReport, CompareStepsReport, StepPair, Unpaired};
 pub use page::{DeviceReport, GrowthChart, GrowthLine, Marker, ReportData, StateMap, WindowMarks};
 pub use per_device::{
-    LeaksReport, OomReport, PerDevice, SegmentsReport, TimelineReport, TopReport, TreeReport,
-    Unresolved, WindowsReport,
+    LeaksReport, OomReport, PerDevice, PhasesReport, SegmentsReport, TimelineReport, TopReport,
+    TreeReport, Unresolved, WindowsReport,
 };
 pub use ranks::{RankSeries, RanksReport, Special};
 pub use slice::{SliceReport, SlicedDevice};

@@ -68,6 +68,8 @@ pub struct PerDevice<T> {
 pub type LeaksReport = PerDevice<DeviceLeaks>;
 /// `leakscope windows` (`leakscope.windows/4`).
 pub type WindowsReport = PerDevice<Windows>;
+/// `leakscope phases` (`leakscope.phases/1`).
+pub type PhasesReport = PerDevice<crate::analysis::phases::DevicePhases>;
 /// `leakscope top` (`leakscope.top/4`).
 pub type TopReport = PerDevice<DeviceTop>;
 /// `leakscope tree` (`leakscope.tree/4`); its JSON is written by `render::json::tree`,

@@ -4,6 +4,8 @@
 pub const LEAKS: &str = "leakscope.leaks/7";
 /// [`super::WindowsReport`].
 pub const WINDOWS: &str = "leakscope.windows/4";
+/// [`super::PhasesReport`].
+pub const PHASES: &str = "leakscope.phases/1";
 /// [`super::TopReport`].
 pub const TOP: &str = "leakscope.top/4";
 /// [`super::TreeReport`].

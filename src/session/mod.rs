@@ -65,10 +65,10 @@ pub use slice::{Slice, SliceOptions};
 // stages); they are named here too, where the session's callers have always found them.
 pub use crate::report::{
     CheckReport, CompareAtReport, CompareReport, CompareStepsReport, DeviceCheck, DeviceReport,
-    FileCheck, GrowthChart, GrowthLine, LeaksReport, Marker, OomReport, PerDevice, RankSeries,
-    RanksReport, ReportData, SegmentsReport, SliceReport, SlicedDevice, Special, StepPair,
-    TimelineReport, TopReport, TreeReport, Unpaired, Unresolved, WindowMarks, WindowsReport,
-    schema,
+    FileCheck, GrowthChart, GrowthLine, LeaksReport, Marker, OomReport, PerDevice, PhasesReport,
+    RankSeries, RanksReport, ReportData, SegmentsReport, SliceReport, SlicedDevice, Special,
+    StepPair, TimelineReport, TopReport, TreeReport, Unpaired, Unresolved, WindowMarks,
+    WindowsReport, schema,
 };
 
 /// One loaded snapshot and the name it is reported under.
@@ -289,6 +289,18 @@ impl Session {
         self.cut_windows(&mut runs, opts)?;
         let devices = runs.iter_mut().map(|r| r.windows().clone()).collect();
         Ok(self.per_device(schema::WINDOWS, devices, sel.idle))
+    }
+
+    /// `phases`: the live bytes at the start, peak and end of each `record_function`
+    /// range of every selected device.
+    pub fn phases(&self, opts: &Options) -> Result<PhasesReport, SessionError> {
+        let sel = self.select(opts.devices)?;
+        let runs = self.unclassified_runs(&sel.devices, opts);
+        let devices = runs
+            .par_iter()
+            .map(|r| crate::analysis::phases::phases(&self.snap, r.device(), &r.replay))
+            .collect();
+        Ok(self.per_device(schema::PHASES, devices, sel.idle))
     }
 
     /// Resolves `at` on every run; an error when it exists on none.

@@ -5,7 +5,7 @@ use crate::analysis::LeakOptions;
 use crate::analysis::leaks;
 use crate::analysis::oom::{self, DeviceOom};
 use crate::analysis::point::{At, Point, point_after};
-use crate::attribute::{Attributor, Classification, roles};
+use crate::attribute::{Attributor, Classification, names, roles};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{self, Replay};
 use crate::windows::{self, WindowSpec, Windows, Within};
@@ -58,7 +58,16 @@ impl<'s> DeviceRun<'s> {
         classes: &Classification,
     ) -> DeviceRun<'s> {
         let replay = replay::replay(&view);
-        let attr = Attributor::with(snap, opts.by, classes);
+        let mut attr = Attributor::with(snap, opts.by, classes);
+        let carried = names::carried(snap, &view, &replay);
+        if let Some(kind) = opts.by.name_kind() {
+            let map = carried.iter().find(|(k, _)| *k == kind).map_or_else(
+                || names::name_map(snap, &view, &replay, kind),
+                |(_, m)| m.clone(),
+            );
+            attr.set_names(map);
+        }
+        attr.set_names_beside(carried);
         DeviceRun {
             replay,
             attr,

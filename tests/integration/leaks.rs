@@ -237,7 +237,7 @@ fn a_leak_that_starts_late_is_found_since_its_window() {
     )
     .unwrap();
     assert!(
-        text.contains("(leak, since window 16; activation)"),
+        text.contains("(leak, since window 16; activation; annotation micro_batch{n})"),
         "{text}"
     );
 }

@@ -14,6 +14,7 @@ mod graphs;
 mod layout;
 mod leaks;
 mod memory;
+mod named_memory;
 mod names;
 mod oom;
 mod outputs;

@@ -1,0 +1,155 @@
+//! The names people give their memory (`--by annotation|metadata|compile`) and the
+//! per-phase table, against the generator's ground truth: every scenario whose truth has
+//! `names` groups its live bytes exactly as the truth does at the end and at the peak, the
+//! groups add up to `--by site`'s total, and `phases` gives each range's start, peak and end
+//! bytes as the truth computes them from the model.
+
+use std::collections::BTreeMap;
+
+use leakscope::analysis::At;
+use leakscope::attribute::{FrameFilters, GroupBy};
+
+use crate::common::{
+    device_options, device_truths, fixture, leakscope_json, scenario_truths, session,
+};
+
+fn groups(
+    s: &leakscope::Session,
+    device: i64,
+    by: GroupBy,
+    at: At,
+) -> BTreeMap<String, (u64, u64)> {
+    let report = s
+        .top(
+            &device_options(device, by, FrameFilters::default()),
+            at,
+            usize::MAX,
+        )
+        .expect("point resolves");
+    let d = &report.devices[0];
+    assert_eq!(d.rest.keys, 0, "every group is a row");
+    d.rows
+        .iter()
+        .map(|r| (r.site.label.clone(), (r.bytes, r.blocks)))
+        .collect()
+}
+
+fn truth_groups(v: &serde_json::Value) -> BTreeMap<String, (u64, u64)> {
+    v.as_object()
+        .expect("a map of labels")
+        .iter()
+        .map(|(k, g)| {
+            (
+                k.clone(),
+                (g["bytes"].as_u64().unwrap(), g["blocks"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+fn total(g: &BTreeMap<String, (u64, u64)>) -> (u64, u64) {
+    g.values()
+        .fold((0, 0), |(b, n), &(b2, n2)| (b + b2, n + n2))
+}
+
+#[test]
+fn names_group_live_bytes_as_the_truth_does() {
+    let mut checked = 0;
+    for (stem, truth) in scenario_truths() {
+        if truth["names"].is_null() {
+            continue;
+        }
+        let s = session(&fixture(&format!("scenarios/{stem}.pickle")));
+        for (device, dev_truth) in device_truths(&truth) {
+            for (point, at) in [("end", At::End), ("peak", At::Peak)] {
+                let by_site = total(&groups(&s, device, GroupBy::Site, at));
+                for (kind, by) in [
+                    ("annotation", GroupBy::Annotation),
+                    ("metadata", GroupBy::Metadata),
+                    ("compile", GroupBy::Compile),
+                ] {
+                    let got = groups(&s, device, by, at);
+                    let want = truth_groups(&dev_truth["names"][point][kind]);
+                    assert_eq!(got, want, "{stem} device {device} at {point}, by {kind}");
+                    assert_eq!(
+                        total(&got),
+                        by_site,
+                        "{stem} at {point}: by {kind} sums to by site"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        checked >= 6,
+        "a scenario with names is shipped ({checked} groupings checked)"
+    );
+}
+
+#[test]
+fn phases_match_the_truth() {
+    let mut checked = 0;
+    for (stem, truth) in scenario_truths() {
+        if truth["phases"].is_null() {
+            continue;
+        }
+        let s = session(&fixture(&format!("scenarios/{stem}.pickle")));
+        let report = s.phases(&leakscope::Options::default()).expect("phases");
+        for (device, dev_truth) in device_truths(&truth) {
+            let d = report
+                .devices
+                .iter()
+                .find(|d| d.device == device)
+                .expect("device");
+            let got: Vec<(String, u64, u64, u64)> = d
+                .phases
+                .iter()
+                .map(|p| (p.name.clone(), p.start_bytes, p.peak_bytes, p.end_bytes))
+                .collect();
+            let want: Vec<(String, u64, u64, u64)> = dev_truth["phases"]
+                .as_array()
+                .expect("phases list")
+                .iter()
+                .map(|p| {
+                    let n = |k: &str| p[k].as_u64().unwrap();
+                    (
+                        p["name"].as_str().unwrap().to_string(),
+                        n("start_bytes"),
+                        n("peak_bytes"),
+                        n("end_bytes"),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{stem} device {device}: phases");
+            checked += got.len();
+        }
+    }
+    assert!(checked > 0, "a scenario with phases is shipped");
+}
+
+/// The tree under a names' grouping puts each name above the stacks of its memory: the
+/// names' nodes are the root's children and hold what `top` gives them.
+#[test]
+fn the_tree_groups_by_name() {
+    let path = fixture("scenarios/named_compiled_leak.pickle");
+    let s = session(&path);
+    let json = leakscope_json(&["tree", path.to_str().unwrap(), "--by", "compile"]);
+    let children = json["devices"][0]["root"]["children"]
+        .as_array()
+        .expect("children");
+    let got: BTreeMap<String, u64> = children
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: BTreeMap<String, u64> = groups(&s, 0, GroupBy::Compile, At::End)
+        .into_iter()
+        .map(|(k, (b, _))| (k, b))
+        .collect();
+    assert_eq!(got, want);
+}
