@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `leakscope mcp` (the MCP server of the Python package) against the command line.
+# `leakscope mcp` (the MCP server, rmcp in the binary) against the command line.
 #
 #   benches/mcp.sh [FILE]
 #
@@ -7,13 +7,14 @@
 # directory (removed at the end). Then, in the same run (benches/mcp_bench.py, the MCP Python
 # SDK's client over stdio):
 #   1. start-up: spawn -> `initialize` answered -> `tools/list` answered, best of
-#      BENCH_STARTUP_RUNS, for `python -m leakscope mcp` (and for BENCH_MCP_ALT, when set);
+#      BENCH_STARTUP_RUNS, for `leakscope mcp` and for the same server run by the Python
+#      package (`python -m leakscope mcp`), and for BENCH_MCP_ALT when set;
 #   2. the acceptance figures, best of BENCH_RUNS each:
 #      (a) `leakscope summary FILE` with the release binary, the whole process;
 #      (b) ten questions as Snapshot method calls in one Python process, the file loaded
 #          once beforehand (not counted): the answers alone;
-#      (c) `python -m leakscope mcp` spawned by the client and asked the same ten
-#          questions: from the spawn to the last answer;
+#      (c) `leakscope mcp` spawned by the client and asked the same ten questions: from
+#          the spawn to the last answer (and (c'): the same with a client reading lines);
 #      ratio = (c) / ((a) + (b)).
 # The figures go to stdout as JSON, progress to stderr.
 #
@@ -24,8 +25,7 @@
 #   BENCH_STARTUP_RUNS  runs of each start-up, default 5
 #   BENCH_PYTHON        a Python with leakscope and mcp installed (default target/py-venv/bin/python;
 #                       scripts/test-all.sh makes it)
-#   BENCH_MCP_ALT       another MCP server command whose start-up to time the same way, e.g. the
-#                       smallest rmcp server (a trivial tool) built elsewhere
+#   BENCH_MCP_ALT       another MCP server command whose start-up to time the same way
 #   LEAKSCOPE_BIN       binary for (a) instead of building target/release/leakscope
 set -euo pipefail
 
@@ -42,7 +42,7 @@ log() { printf '%s\n' "$*" >&2; }
 die() { log "mcp.sh: $*"; exit 1; }
 
 "$PYTHON" -c 'import leakscope, mcp' 2>/dev/null \
-    || die "$PYTHON cannot import leakscope and mcp (pip install '.[mcp]', or set BENCH_PYTHON)"
+    || die "$PYTHON cannot import leakscope and mcp (scripts/test-all.sh, or set BENCH_PYTHON)"
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -65,8 +65,10 @@ else
 fi
 [[ -x "$BIN" ]] || die "not executable: $BIN"
 
+log "start-up: leakscope mcp..."
+"$PYTHON" benches/mcp_bench.py startup --runs "$STARTUP_RUNS" -- "$BIN" mcp
 log "start-up: python -m leakscope mcp..."
-"$PYTHON" benches/mcp_bench.py startup --runs "$STARTUP_RUNS" -- "$PYTHON" -m leakscope mcp --quiet
+"$PYTHON" benches/mcp_bench.py startup --runs "$STARTUP_RUNS" -- "$PYTHON" -m leakscope mcp
 if [[ -n "${BENCH_MCP_ALT:-}" ]]; then
     log "start-up: $BENCH_MCP_ALT..."
     read -r -a alt <<<"$BENCH_MCP_ALT"
@@ -75,4 +77,4 @@ fi
 
 log "ten questions: the command line, the package, the MCP server..."
 "$PYTHON" benches/mcp_bench.py questions "$FILE" --cli "$BIN" --runs "$RUNS" \
-    --server "$PYTHON -m leakscope mcp --quiet"
+    --server "$BIN mcp"

@@ -14,8 +14,8 @@
         (c') the same with a minimal client that reads each answer with ``readline``;
         and the ratios (c) / ((a) + (b)) and (c') / ((a) + (b)).
 
-The server is ``sys.executable -m leakscope mcp`` unless --server is given; set PYTHONPATH
-for a package that is not installed. Progress goes to stderr, the figures to stdout.
+The server is ``sys.executable -m leakscope mcp`` unless --server is given (``mcp.sh`` gives
+the binary's ``leakscope mcp``). Progress goes to stderr, the figures to stdout.
 """
 
 from __future__ import annotations
@@ -192,8 +192,7 @@ def main() -> int:
         return 0
 
     path = os.path.abspath(a.file)
-    server = shlex.split(a.server) if a.server else [sys.executable, "-m", "leakscope", "mcp",
-                                                      "--quiet"]
+    server = shlex.split(a.server) if a.server else [sys.executable, "-m", "leakscope", "mcp"]
     log("warming the page cache...")
     with open(path, "rb") as f:
         while f.read(1 << 24):

@@ -1,37 +1,36 @@
 """``leakscope mcp`` through the MCP Python SDK's own client over stdio: the server is
-spawned as an agent's client would (``python -m leakscope mcp``); its tools are the
-commands, and each answer is exactly what ``leakscope <command> FILE --json`` prints for
-the same arguments; a file is loaded once per server (counted and timed); bad files and
-bad arguments are tool errors that say what is wrong."""
+spawned as an agent's client would; its tools are the commands, and each answer is exactly
+what ``leakscope <command> FILE --json`` prints for the same arguments; a file is loaded once
+per server (counted and timed); bad files and bad arguments are tool errors that say what is
+wrong."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'leakscope[mcp]')")
+pytest.importorskip("mcp", reason="the MCP SDK (its client drives the server) is not installed")
 if int(importlib.metadata.version("mcp").split(".")[0]) < 2:
-    pytest.skip("leakscope mcp needs version 2 of the MCP SDK", allow_module_level=True)
+    pytest.skip("these tests use version 2 of the MCP SDK's client", allow_module_level=True)
 
 import anyio  # noqa: E402  (installed with mcp)
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from cli import ROOT, cli  # noqa: E402
-from leakscope import mcp as server_module  # noqa: E402
 
 SCENARIOS = ROOT / "fixtures" / "scenarios"
-LOADS = server_module.LOADS_KEY
-TOOL_NAMES = {"summary", "top", "tree", "leaks", "windows", "oom", "segments", "compare",
-              "ranks", "timeline"}
+LOADS = "leakscope/loads"
+TOOL_NAMES = {"summary", "top", "tree", "leaks", "windows", "phases", "oom", "segments",
+              "compare", "ranks", "timeline"}
 
 
 def cli_json(*args):
@@ -41,13 +40,13 @@ def cli_json(*args):
     return json.loads(out.stdout)
 
 
-def serve(body, *server_args):
-    """Runs ``await body(session)`` against a fresh ``python -m leakscope mcp`` and
-    returns what it returns."""
-    env = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "leakscope", "mcp", "--quiet", *server_args],
-                                   env=env)
+def serve(body, *server_args, command=None):
+    """Runs ``await body(session)`` against a fresh ``leakscope mcp`` (the command line the
+    tests drive, or ``command``) and returns what it returns."""
+    command = command or cli()
+    params = StdioServerParameters(command=command[0],
+                                   args=[*command[1:], "mcp", *server_args],
+                                   env=dict(os.environ))
 
     async def run():
         async with stdio_client(params) as (read, write):
@@ -59,12 +58,9 @@ def serve(body, *server_args):
 
 
 def answer(result):
-    """A successful tool result's document, checked to be the same as text and as
-    structured content."""
+    """A successful tool result's document."""
     assert not result.is_error, result.content[0].text
-    doc = json.loads(result.content[0].text)
-    assert result.structured_content == doc
-    return doc
+    return json.loads(result.content[0].text)
 
 
 def test_lists_the_commands_as_tools():
@@ -73,36 +69,39 @@ def test_lists_the_commands_as_tools():
     by_name = {t.name: t for t in tools}
     assert by_name["leaks"].input_schema["required"] == ["file"]
     assert by_name["compare"].input_schema["required"] == ["a", "b"]
-    assert by_name["ranks"].input_schema["required"] == ["directory"]
+    assert by_name["ranks"].input_schema["required"] == ["dir"]
     leaks = by_name["leaks"].input_schema["properties"]
-    assert leaks["by"] == {"type": "string", "default": "site",
-                           "description": leaks["by"]["description"]}
-    assert leaks["device"]["type"] == ["integer", "string", "null"]
+    assert leaks["by"]["type"] == "string" and leaks["by"]["default"] == "site"
+    assert "annotation" in leaks["by"]["description"]      # the command's --help line
     assert leaks["warmup"]["type"] == "integer"
-    assert "annotation" in leaks["windows"]["description"]   # the command's --help line
+    assert leaks["python_only"]["type"] == "boolean"
+    assert leaks["file"]["type"] == ["string", "array"]    # one file, or a series
+    assert by_name["top"].input_schema["properties"]["limit"]["type"] == "integer"
     assert by_name["leaks"].description.startswith("The call sites whose memory grows")
 
 
-def test_every_argument_is_its_call_keyword_with_the_command_help():
-    import inspect
-
-    for name, fn in server_module.TOOLS.items():
-        schema = server_module.input_schema(name, fn)
-        keywords = [p for p in inspect.signature(fn).parameters if p != "self"]
-        assert [p for p in schema["properties"] if p != "file"] == keywords, name
-        # every argument the command line has says what it is (from its --help)
+def test_every_tool_argument_is_an_option_of_its_command():
+    """The tools are read off the command line's definitions: each option a command's
+    --help lists (less --json and --help) is an argument of its tool, and no other."""
+    tools = {t.name: t for t in serve(lambda s: s.list_tools()).tools}
+    for name, tool in tools.items():
         help_text = subprocess.run(cli() + [name, "--help"], capture_output=True, text=True,
                                    check=True).stdout
-        for arg, prop in schema["properties"].items():
-            flag = "--" + arg.replace("_", "-")
-            if flag in help_text or arg in schema["required"]:
-                assert prop.get("description"), (name, arg)
+        flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)", help_text, re.M))
+        flags -= {"json", "help"}
+        props = tool.input_schema["properties"]
+        options = {p for p in props if p not in tool.input_schema["required"]
+                   and "--" + p.replace("_", "-") in help_text}
+        assert {f.replace("-", "_") for f in flags} == options, name
+        for p in props.values():
+            assert p.get("description"), name
 
 
 def test_answers_are_the_cli_json():
     pp = (SCENARIOS / "pp_last_stage_recv_pinned.pickle").resolve()
     frag = (SCENARIOS / "fragmentation_oom.pickle").resolve()
     two = (SCENARIOS / "two_devices_recv_leak.pickle").resolve()
+    named = (SCENARIOS / "named_compiled_leak.pickle").resolve()
     ranks_dir = (SCENARIOS / "verl_ranks").resolve()
     windows = "frame:^forward_step$"
     asked = [
@@ -117,8 +116,11 @@ def test_answers_are_the_cli_json():
         ("segments", {"file": str(frag), "at": "oom"}, ["segments", frag, "--at", "oom"]),
         ("top", {"file": str(pp), "at": "peak", "limit": 5},
          ["top", pp, "--at", "peak", "--limit", "5"]),
+        ("top", {"file": str(named), "by": "metadata", "python_only": True},
+         ["top", named, "--by", "metadata", "--python-only"]),
+        ("phases", {"file": str(named)}, ["phases", named]),
         ("compare", {"a": str(frag), "b": str(pp)}, ["compare", frag, pp]),
-        ("ranks", {"directory": str(ranks_dir)}, ["ranks", ranks_dir]),
+        ("ranks", {"dir": str(ranks_dir)}, ["ranks", ranks_dir]),
     ]
 
     async def body(session):
@@ -128,14 +130,11 @@ def test_answers_are_the_cli_json():
     results, resources = serve(body)
     for (tool, args, cli_args), result in zip(asked, results):
         assert answer(result) == cli_json(*cli_args), (tool, args)
-        # every file was read once, however many questions it answered
-        assert set(result.meta[LOADS].values()) <= {1}, result.meta
+    # every file was read once, however many questions it answered
+    assert results[-1].meta[LOADS] == {str(p): 1 for p in (pp, frag, two, named)}
     assert results[1].meta[LOADS] == {str(pp): 1}
-    assert results[7].meta[LOADS] == {str(frag): 1, str(pp): 1}
-    assert results[8].meta[LOADS] == {}           # a directory is not a snapshot to keep
-    uris = {r.uri: r for r in resources.resources}
-    assert set(uris) == {server_module.snapshot_uri(str(p)) for p in (pp, frag, two)}
-    assert all(r.meta[LOADS] == 1 for r in resources.resources)
+    uris = {r.uri for r in resources.resources}
+    assert uris == {"leakscope://snapshot" + str(p) for p in (pp, frag, two, named)}
 
 
 def test_a_resource_per_loaded_file_is_its_summary():
@@ -234,20 +233,22 @@ def test_bad_files_and_arguments_are_tool_errors(tmp_path):
         assert err.returncode != 0
         assert message in err.stderr, (message, err.stderr)
     assert str(missing) in text[0] and str(garbage) in text[1]
-    assert text[2].startswith('by="nothing"')     # the library names the keyword
+    assert "'nothing'" in text[2] and "--by" in text[2]     # the command line's own error
     assert "event" in text[3]
-    assert "limit" in text[4] and "integer" in text[4]
+    assert "'ten'" in text[4] and "--limit" in text[4]
     assert "colour" in text[5]
-    assert "file" in text[6]
+    assert "required" in text[6] and "FILES" in text[6]
 
 
-def test_entry_point_help_and_missing_sdk():
-    out = subprocess.run([sys.executable, "-m", "leakscope", "mcp", "--help"],
-                         capture_output=True, text=True)
-    assert out.returncode == 0 and "--keep" in out.stdout
-    # without the SDK: an ImportError that says how to install it
-    blocked = ("import sys; sys.modules['mcp'] = None; sys.argv = ['leakscope', 'mcp'];"
-               "from leakscope.__main__ import main; main()")
-    out = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
-    assert out.returncode != 0
-    assert "pip install 'leakscope[mcp]'" in out.stderr
+def test_the_python_package_serves_the_same_tools():
+    """``python -m leakscope mcp`` (the wheel's command, run in process) is the same
+    server."""
+    frag = str((SCENARIOS / "fragmentation_oom.pickle").resolve())
+
+    async def body(session):
+        tools = (await session.list_tools()).tools
+        return {t.name for t in tools}, await session.call_tool("oom", {"file": frag})
+
+    names, result = serve(body, command=[sys.executable, "-m", "leakscope"])
+    assert names == TOOL_NAMES
+    assert answer(result) == cli_json("oom", frag)

@@ -73,17 +73,15 @@ pub enum Command {
     /// Example: leakscope slice run.pickle --around peak --events 1000 -o peak.pickle
     #[command(verbatim_doc_comment)]
     Slice(SliceCmd),
-    /// A Model Context Protocol server over stdio for coding agents (the Python package's: pip install "leakscope[mcp]")
+    /// A Model Context Protocol server over stdio for coding agents: the commands as tools
     ///
-    /// Runs `python3 -m leakscope mcp` (LEAKSCOPE_PYTHON names another interpreter): its
-    /// tools are the commands, with their options as arguments and their --json documents as
-    /// results; each file is loaded once per server. See docs/agents.md.
+    /// Each tool is a command (summary, top, tree, leaks, windows, phases, oom, segments,
+    /// compare, ranks, timeline) with its arguments by name, and returns the document the
+    /// command prints with --json. Files stay loaded between calls while unchanged; each is a
+    /// resource (leakscope://snapshot/PATH) holding its summary. See docs/agents.md.
+    #[cfg(feature = "mcp")]
     #[command(verbatim_doc_comment)]
-    Mcp {
-        /// Passed to the server
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<std::ffi::OsString>,
-    },
+    Mcp(McpCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell
@@ -255,6 +253,15 @@ pub struct WindowsCmd {
     /// Print JSON (schema leakscope.windows/4)
     #[arg(long)]
     pub json: bool,
+}
+
+/// A Model Context Protocol server over stdio for coding agents: the commands as tools
+#[cfg(feature = "mcp")]
+#[derive(clap::Args)]
+pub struct McpCmd {
+    /// Files kept loaded at once (the least recently asked about is dropped beyond it)
+    #[arg(long, default_value_t = 8)]
+    pub keep: usize,
 }
 
 /// Memory per annotated phase: live bytes at the start, peak and end of each record_function range

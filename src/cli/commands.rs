@@ -126,31 +126,6 @@ impl PhasesCmd {
     }
 }
 
-/// `leakscope mcp`: the server is the Python package's (the MCP SDK is Python's); this
-/// binary hands the process over to it.
-pub fn mcp(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
-    let python = std::env::var_os("LEAKSCOPE_PYTHON").unwrap_or_else(|| "python3".into());
-    let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-m", "leakscope", "mcp"]).args(args);
-    let hint = |e: std::io::Error| {
-        Usage(format!(
-            "cannot start {}: {e}; the MCP server comes with the Python package: pip install \"leakscope[mcp]\" (LEAKSCOPE_PYTHON names the interpreter)",
-            std::path::Path::new(&python).display()
-        ))
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        // exec returns only when it failed.
-        Err(hint(cmd.exec()).into())
-    }
-    #[cfg(not(unix))]
-    {
-        let status = cmd.status().map_err(hint)?;
-        std::process::exit(status.code().unwrap_or(1));
-    }
-}
-
 impl RanksCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let mut opts = Options::default();

@@ -10,6 +10,9 @@ mod args;
 mod commands;
 mod exit;
 pub mod huge_pages;
+mod kept;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod output;
 mod timings;
 
@@ -35,7 +38,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check(c) => c.run(style),
         Command::Windows(c) => c.run(style),
         Command::Phases(c) => c.run(style),
-        Command::Mcp { args } => commands::mcp(&args),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(c) => mcp::serve(c.keep),
         Command::Timeline(c) => c.run(style),
         Command::Tree(c) => c.run(style),
         Command::Flamegraph(c) => c.run(),

@@ -15,6 +15,50 @@ use super::args::LoadArgs;
 /// Files larger than this get a progress bar (when standard error is a terminal).
 const PROGRESS_THRESHOLD: u64 = 64 << 20;
 
+/// A session a command opened: its own, or one a long-lived host keeps between commands
+/// ([`super::kept`], the MCP server's).
+pub enum Opened {
+    /// Loaded for this command.
+    Own(Session),
+    /// Kept by the host.
+    Kept(std::sync::Arc<Session>),
+}
+
+impl std::ops::Deref for Opened {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        match self {
+            Opened::Own(s) => s,
+            Opened::Kept(s) => s,
+        }
+    }
+}
+
+impl Opened {
+    /// Done with it: an own session is left to the operating system
+    /// ([`keep_until_exit`]), a kept one stays with its host.
+    pub fn release(self) {
+        match self {
+            Opened::Own(s) => keep_until_exit(s),
+            Opened::Kept(s) => drop(s),
+        }
+    }
+}
+
+std::thread_local! {
+    /// Standard output of the command running on this thread, when a host takes it.
+    static CAPTURED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a command) with what it writes to standard output taken, and returns both.
+pub fn captured<R>(f: impl FnOnce() -> R) -> (R, String) {
+    CAPTURED.with(|c| *c.borrow_mut() = Some(String::new()));
+    let r = f();
+    let out = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (r, out)
+}
+
 fn progress_bar(path: &Path) -> Option<indicatif::ProgressBar> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     (size > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
@@ -33,7 +77,16 @@ fn progress_bar(path: &Path) -> Option<indicatif::ProgressBar> {
 
 /// Loads `path` into a session, with a progress bar on long loads; the loader's warnings
 /// go to standard error unless `quiet` (`summary` prints them itself).
-pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session> {
+pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Opened> {
+    if let Some(kept) = super::kept::sessions() {
+        return kept.open(path, |p| load(p, args, quiet)).map(Opened::Kept);
+    }
+    load(path, args, quiet).map(Opened::Own)
+}
+
+/// Loads one file with a progress bar when it is large and standard error a terminal,
+/// and says the loader's warnings (unless `quiet`).
+pub fn load(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Session> {
     let started = std::time::Instant::now();
     let bar = progress_bar(path);
     let mut tick = |done: u64, total: u64| {
@@ -72,7 +125,7 @@ pub fn open_any(
     paths: &[std::path::PathBuf],
     rank: Option<u64>,
     args: &LoadArgs,
-) -> anyhow::Result<Session> {
+) -> anyhow::Result<Opened> {
     let files = match paths {
         [one] if !one.is_dir() => return open(one, args, false),
         [dir] => crate::session::series_files(dir, rank)?,
@@ -103,14 +156,14 @@ pub fn open_any(
     for w in &session.snapshot().warnings {
         eprintln!("leakscope: warning: {}", crate::render::terminal_text(w));
     }
-    Ok(session)
+    Ok(Opened::Own(session))
 }
 
 /// Says once per device what did not add up in the devices the command replayed, then
 /// leaves the session to the operating system (see [`keep_until_exit`]).
-pub fn finish(session: Session) {
+pub fn finish(session: Opened) {
     warn_disagreements(&session);
-    keep_until_exit(session);
+    session.release();
 }
 
 /// One line on standard error per device whose trace and final state disagree.
@@ -133,6 +186,16 @@ pub fn keep_until_exit<T>(v: T) {
 
 /// Writes `text` to standard output; a closed pipe (`| head`) is not an error.
 pub fn stdout(text: &str) -> anyhow::Result<()> {
+    let taken = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+        Some(buf) => {
+            buf.push_str(text);
+            true
+        }
+        None => false,
+    });
+    if taken {
+        return Ok(());
+    }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

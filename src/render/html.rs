@@ -10,9 +10,11 @@ use std::fmt::Write as _;
 
 use crate::analysis::leaks::Growth;
 use crate::analysis::oom::DeviceOom;
+use crate::analysis::phases::DevicePhases;
 use crate::analysis::point::Point;
 use crate::analysis::top::{DeviceTop, TopRow};
 use crate::attribute::Site;
+use crate::attribute::names::Names;
 use crate::report::{DeviceReport, ReportData};
 
 use super::{bytes, count, device_list, terminal_text};
@@ -258,6 +260,7 @@ fn device_section(
         }
     );
     leaks_section(h, d);
+    phases_section(h, &d.phases);
     h.push_str("<section class=\"top-section\"><h2>What holds memory</h2>");
     top_table(h, &format!("top-peak-{n}"), "At the peak", &d.top_peak);
     top_table(h, &format!("top-end-{n}"), "At the end", &d.top_end);
@@ -428,8 +431,9 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
 }
 
 /// A site as a table cell: the function, then `file:line` with the file's base name; the
-/// whole label (the full path) in the tooltip.
-fn site_cell(site: &Site) -> String {
+/// whole label (the full path) in the tooltip, with the names people gave the memory
+/// (annotation, metadata, compiled region), also shown under the site.
+fn named_site_cell(site: &Site, names: &Names) -> String {
     let location = site.location().map(|loc| {
         let (file, line) = match loc.rsplit_once(':') {
             Some((f, l)) if site.line.is_some() => (f.to_string(), format!(":{l}")),
@@ -438,20 +442,29 @@ fn site_cell(site: &Site) -> String {
         let base = file.rsplit(['/', '\\']).next().unwrap_or(&file).to_string();
         format!("{base}{line}")
     });
+    let named = super::names_text(names);
+    let title = if named.is_empty() {
+        escape(&site.label)
+    } else {
+        escape(&format!("{}\n{named}", site.label))
+    };
+    let under = if named.is_empty() {
+        String::new()
+    } else {
+        format!("<br><span class=\"names\">{}</span>", escape(&named))
+    };
     match (&site.name, location) {
         (Some(name), Some(loc)) => format!(
-            "<td class=\"site\" title=\"{}\"><span class=\"fn\">{}</span> <span class=\"loc\">{}</span></td>",
-            escape(&site.label),
+            "<td class=\"site\" title=\"{title}\"><span class=\"fn\">{}</span> <span class=\"loc\">{}</span>{under}</td>",
             escape(name),
             escape(&loc)
         ),
         (None, Some(loc)) => format!(
-            "<td class=\"site\" title=\"{}\"><span class=\"loc\">{}</span></td>",
-            escape(&site.label),
+            "<td class=\"site\" title=\"{title}\"><span class=\"loc\">{}</span>{under}</td>",
             escape(&loc)
         ),
         _ => format!(
-            "<td class=\"site\" title=\"{0}\"><span class=\"fn\">{0}</span></td>",
+            "<td class=\"site\" title=\"{title}\"><span class=\"fn\">{}</span>{under}</td>",
             escape(&site.label)
         ),
     }
@@ -472,7 +485,7 @@ fn top_table(h: &mut String, id: &str, title: &str, r: &DeviceTop) {
         let _ = write!(
             h,
             "<tr>{}<td class=\"role\">{}</td><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{:.1}%</td><td class=\"n\">{}</td></tr>",
-            site_cell(&row.site),
+            named_site_cell(&row.site, &row.names),
             escape(&super::top::role_cell(&row.roles, row.bytes)),
             row.bytes,
             bytes(row.bytes),
@@ -515,7 +528,7 @@ fn growth_row(h: &mut String, g: &Growth) {
         "<tr class=\"kind-{kind}\"><td>{kind}</td>{site}<td class=\"role\">{role}</td><td class=\"n\" data-bytes=\"{bpw}\">{bpw_h}</td>\
          <td class=\"n\">{grew} / {total}</td><td class=\"n\">{since}</td><td class=\"n\">{ret}</td><td class=\"n\">{end}</td><td>{released}</td></tr>",
         kind = g.kind,
-        site = site_cell(&g.site),
+        site = named_site_cell(&g.site, &g.names),
         role = escape(&g.role),
         bpw = g.bytes_per_window,
         bpw_h = bytes(g.bytes_per_window),
@@ -597,6 +610,60 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
     h.push_str("</section>\n");
 }
 
+/// Memory per annotated phase: the families of names, then the first ranges (as the
+/// `phases` text lists them); nothing when the device has no `record_function` range.
+fn phases_section(h: &mut String, d: &DevicePhases) {
+    if d.phases.is_empty() {
+        return;
+    }
+    let n = d.device;
+    let _ = write!(
+        h,
+        "<section class=\"phases-section\"><h2>Memory per annotated phase</h2>\
+         <p>Live requested bytes at the start, highest point and end of each <code>record_function</code> range \
+         (<code>leakscope phases --json</code> has every range).</p>\
+         <table id=\"phase-names-{n}\"><thead><tr><th>name</th><th class=\"n\">ranges</th><th class=\"n\">peak</th>\
+         <th class=\"n\">most rise</th><th class=\"n\">left live</th><th class=\"n\">grew</th></tr></thead><tbody>"
+    );
+    for p in &d.names {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} / {}</td></tr>",
+            escape(&p.name),
+            count(p.count),
+            p.peak_bytes,
+            bytes(p.peak_bytes),
+            bytes(p.max_rise_bytes),
+            super::signed_bytes(p.growth_bytes),
+            count(p.grew),
+            count(p.count)
+        );
+    }
+    let shown = d.phases.len().min(super::phases::RANGES_SHOWN);
+    let _ = write!(
+        h,
+        "</tbody></table><h3>Ranges in start order ({} of {})</h3><table id=\"phases-{n}\"><thead><tr><th>range</th>\
+         <th class=\"n\">events</th><th class=\"n\">start</th><th class=\"n\">peak</th><th class=\"n\">end</th></tr></thead><tbody>",
+        count(shown as u64),
+        count(d.phases.len() as u64)
+    );
+    for p in &d.phases[..shown] {
+        let _ = write!(
+            h,
+            "<tr><td style=\"padding-left: {}em\">{}</td><td class=\"n\">{}..{}</td><td class=\"n\">{}</td><td class=\"n\" data-bytes=\"{}\">{}</td><td class=\"n\">{}</td></tr>",
+            p.depth.min(16),
+            escape(&p.name),
+            count(p.start_event as u64),
+            count(p.end_event as u64),
+            bytes(p.start_bytes),
+            p.peak_bytes,
+            bytes(p.peak_bytes),
+            bytes(p.end_bytes)
+        );
+    }
+    h.push_str("</tbody></table></section>\n");
+}
+
 fn capitalized(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -667,7 +734,7 @@ fn oom_section(h: &mut String, o: &DeviceOom) {
             let _ = write!(
                 h,
                 "<tr>{}<td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                site_cell(&x.site),
+                named_site_cell(&x.site, &x.names),
                 bytes(x.bytes),
                 count(x.blocks)
             );

@@ -133,6 +133,8 @@ pub struct DeviceReport {
     /// The same with Python frames only (the flame graph's first view).
     #[serde(skip)]
     pub peak_tree_python: DeviceTree,
+    /// Memory per `record_function` range (`leakscope phases`).
+    pub phases: crate::analysis::phases::DevicePhases,
 }
 
 /// A segment map as the page holds it: `segments --json` at one event, in columns (a

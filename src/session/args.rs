@@ -42,8 +42,10 @@ pub struct WindowArgs {
 #[serde(default)]
 pub struct GroupArgs {
     /// Group by site (innermost Python frame; the default), user (first frame of your code),
-    /// stack, file, function or role (parameter, gradient, optimizer_state, activation,
-    /// temporary, untraced, unknown, or yours from --roles)
+    /// stack, file, function, role (parameter, gradient, optimizer_state, activation,
+    /// temporary, untraced, unknown, or yours from --roles), or the names the program gave
+    /// its memory: annotation (innermost record_function range), metadata (user_metadata, or
+    /// an annotate event's label) or compile (torch.compile region and FX node)
     #[cfg_attr(feature = "cli", arg(long, default_value = "site"))]
     #[serde(deserialize_with = "named::by")]
     pub by: GroupBy,

@@ -182,6 +182,7 @@ pub(crate) fn device_report(
         .collect();
     let (device, trace) = (r.device(), r.view.trace);
     let allocations = allocations(device, trace, replay, &mut r.attr, opts.max_allocations);
+    let phases = crate::analysis::phases::phases(r.snapshot(), device, replay);
     let oom = (!r.replay.ooms.is_empty()).then(|| r.explain_oom());
     DeviceReport {
         device: r.device(),
@@ -205,6 +206,7 @@ pub(crate) fn device_report(
         states,
         peak_tree,
         peak_tree_python,
+        phases,
     }
 }
 

@@ -153,3 +153,79 @@ fn the_tree_groups_by_name() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// The real files of the names' era (`compile_context` and `user_metadata` on every event,
+/// `external_annotations`): each grouping at the end and each range's bytes equal what
+/// CPython's pickle gives by the scenario checker's rules (`tests/expected/names_of.py`).
+#[test]
+fn corpus_names_and_phases_match_cpython() {
+    let Some(corpus) = crate::common::corpus("corpus_names_and_phases_match_cpython") else {
+        return;
+    };
+    let dir = corpus.join("cuda");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus/cuda")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("era210_compile_ctx_user_md__"))
+        })
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "the corpus has era210_compile_ctx_user_md__ files"
+    );
+    for path in files {
+        let s = session(&path);
+        let phases = s.phases(&leakscope::Options::default()).expect("phases");
+        for d in &phases.devices {
+            let out = std::process::Command::new("python3")
+                .arg(crate::common::root().join("tests/expected/names_of.py"))
+                .arg(&path)
+                .arg(d.device.to_string())
+                .output()
+                .expect("python3 runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let want: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            for (kind, by) in [
+                ("annotation", GroupBy::Annotation),
+                ("metadata", GroupBy::Metadata),
+                ("compile", GroupBy::Compile),
+            ] {
+                let got: BTreeMap<String, u64> = groups(&s, d.device, by, At::End)
+                    .into_iter()
+                    .map(|(k, (b, _))| (k, b))
+                    .collect();
+                let want: BTreeMap<String, u64> =
+                    serde_json::from_value(want["end"][kind].clone()).expect("a map");
+                assert_eq!(
+                    got,
+                    want,
+                    "{} device {}: by {kind}",
+                    path.display(),
+                    d.device
+                );
+            }
+            let got: Vec<serde_json::Value> = d
+                .phases
+                .iter()
+                .map(|p| {
+                    serde_json::json!({"name": p.name, "start_bytes": p.start_bytes,
+                        "peak_bytes": p.peak_bytes, "end_bytes": p.end_bytes})
+                })
+                .collect();
+            assert_eq!(
+                got,
+                want["phases"].as_array().unwrap().clone(),
+                "{}",
+                path.display()
+            );
+        }
+    }
+}
