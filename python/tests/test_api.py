@@ -228,3 +228,20 @@ def test_the_installed_command_prints_what_the_cargo_binary_prints():
         theirs = subprocess.run([str(cargo[0])] + args, capture_output=True, env={**os.environ, "NO_COLOR": "1"})
         assert ours.returncode == theirs.returncode == 0
         assert ours.stdout == theirs.stdout, args
+
+
+def test_names_and_phases_equal_the_generators_truth():
+    """The names' groupings and the phases of the scenario that carries names, through the
+    package, against the generator's ground truth (not leakscope's output)."""
+    path = ROOT / "fixtures" / "scenarios" / "named_compiled_leak.pickle"
+    truth = json.loads(path.with_suffix(".truth.json").read_text())
+    snap = leakscope.load(path)
+    for kind in ("annotation", "metadata", "compile"):
+        rows = snap.top(by=kind, limit=1000).to_pandas()
+        got = dict(zip(rows["site"], rows["bytes"]))
+        assert got == {k: v["bytes"] for k, v in truth["names"]["end"][kind].items()}, kind
+    phases = snap.phases().to_pandas()
+    assert list(phases["name"]) == [p["name"] for p in truth["phases"]]
+    assert list(phases["peak_bytes"]) == [p["peak_bytes"] for p in truth["phases"]]
+    suspect = snap.leaks().to_dict()["devices"][0]["suspects"][0]
+    assert suspect["names"]["metadata"] == "all_logits step{n}"   # three steps' labels, one family

@@ -27,6 +27,7 @@ CALLS = {
     "summary": leakscope.Snapshot.summary,
     "leaks": leakscope.Snapshot.leaks,
     "windows": leakscope.Snapshot.windows,
+    "phases": leakscope.Snapshot.phases,
     "top": leakscope.Snapshot.top,
     "tree": leakscope.Snapshot.tree,
     "segments": leakscope.Snapshot.segments,

@@ -34,6 +34,8 @@ def test_every_command_prints_as_the_cli(name):
     assert str(snap.tree()) == printed("tree", path)
     assert str(snap.segments()) == printed("segments", path)
     assert str(snap.timeline()) == printed("timeline", path)
+    assert str(snap.phases()) == printed("phases", path)
+    assert str(snap.top(by="annotation")) == printed("top", path, "--by", "annotation")
     if "oom" in name:
         assert str(snap.oom()) == printed("oom", path)
 
