@@ -22,7 +22,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 use super::args::Cli;
-use super::{kept, output};
+use super::kept;
+use super::output;
 
 /// The commands served as tools: those that answer a question about files with a report.
 pub const TOOLS: &[&str] = &[
@@ -36,11 +37,16 @@ const NOT_ARGUMENTS: &[&str] = &["json", "help", "version"];
 /// The URI of a kept file's resource.
 const SCHEME: &str = "leakscope://snapshot";
 
-/// Runs the server on standard input and output until the client closes it.
-pub fn serve(keep: usize) -> anyhow::Result<()> {
+/// What runs a parsed command line (the command line's own dispatch).
+pub type Run = fn(Cli) -> anyhow::Result<()>;
+
+/// Runs the server on standard input and output until the client closes it; each call is
+/// a command line given to `run`.
+pub fn serve(keep: usize, run: Run) -> anyhow::Result<()> {
     kept::keep(keep);
     let server = Server {
         tools: Arc::new(tools()),
+        run,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -62,6 +68,7 @@ pub fn serve(keep: usize) -> anyhow::Result<()> {
 #[derive(Clone)]
 struct Server {
     tools: Arc<Vec<Tool>>,
+    run: Run,
 }
 
 /// Each command of [`TOOLS`] as a tool, from the command line's own definitions.
@@ -226,7 +233,7 @@ fn command_line(cmd: &clap::Command, args: &JsonObject) -> Result<Vec<OsString>,
 }
 
 /// Runs one tool call: its text is the command's JSON, or the command line's error.
-fn call(name: &str, args: &JsonObject) -> CallToolResult {
+fn call(run: Run, name: &str, args: &JsonObject) -> CallToolResult {
     let root = Cli::command();
     let Some(cmd) = root.find_subcommand(name).filter(|_| TOOLS.contains(&name)) else {
         return error(format!(
@@ -242,7 +249,7 @@ fn call(name: &str, args: &JsonObject) -> CallToolResult {
         Ok(c) => c,
         Err(e) => return error(e.render().to_string().trim_end().to_string()),
     };
-    let (done, out) = output::captured(|| super::run(cli));
+    let (done, out) = output::captured(|| run(cli));
     let mut result = match done {
         Ok(()) => CallToolResult::success(vec![ContentBlock::text(out)]),
         Err(e) => error(format!("leakscope: {e:#}")),
@@ -305,7 +312,8 @@ impl ServerHandler for Server {
         let name: Cow<'static, str> = request.name;
         let args = request.arguments.unwrap_or_default();
         // The command may take seconds: off the protocol's thread.
-        let result = tokio::task::spawn_blocking(move || call(&name, &args))
+        let run = self.run;
+        let result = tokio::task::spawn_blocking(move || call(run, &name, &args))
             .await
             .map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None))?;
         Ok(result.into())

@@ -39,7 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Windows(c) => c.run(style),
         Command::Phases(c) => c.run(style),
         #[cfg(feature = "mcp")]
-        Command::Mcp(c) => mcp::serve(c.keep),
+        Command::Mcp(c) => mcp::serve(c.keep, run),
         Command::Timeline(c) => c.run(style),
         Command::Tree(c) => c.run(style),
         Command::Flamegraph(c) => c.run(),

@@ -129,7 +129,8 @@ fn check_device_page(name: &str, html: &str, d: &serde_json::Value, truth: &serd
             "{name}: {site} missing from {suspects:?}"
         );
         let esc = leakscope::render::html::escape(site);
-        assert!(html.contains(&format!("title=\"{esc}\"")), "{name}: {site}");
+        // The tooltip: the label, then the names the program gave the memory, if any.
+        assert!(html.contains(&format!("title=\"{esc}")), "{name}: {site}");
         if let Some((file, rest)) = site.split_once(".py:") {
             // file:line:function, written independently: `function` and `base.py:line`.
             let (line, function) = rest.split_once(':').unwrap();
