@@ -277,7 +277,9 @@
   View.prototype.describe = function (i) {
     if (i === -1) return fmtCount(this.a.summarized.allocations) + " smaller allocations, summed";
     var b = this.bands[i];
+    var names = b.names ? Object.keys(b.names).map(function (k) { return k + " " + b.names[k]; }) : [];
     return fmtBytes(b.bytes) + " (" + fmtCount(b.bytes) + " B) · " + b.role + " · " + b.site +
+      (names.length ? " · " + names.join(", ") : "") +
       " · from " + (this.when(b.first_event) || "before the trace") +
       " to " + (this.when(b.free_event) || "the end (never freed)");
   };

@@ -53,6 +53,10 @@ pub struct Band {
     pub role: String,
     /// Its call site (as `top` names it).
     pub site: String,
+    /// The names the program gave it (its `record_function` range, its `user_metadata` or
+    /// the label an `annotate` event gave it, its compiled region); absent without any.
+    #[serde(skip_serializing_if = "crate::attribute::names::Names::is_empty")]
+    pub names: crate::attribute::names::Names,
 }
 
 /// The bytes of the allocations not drawn one by one, as a step series.
@@ -337,12 +341,14 @@ pub fn describe(
             free_stack: free_stack.and_then(|s| interned.intern(s)),
             role: String::new(),
             site: String::new(),
+            names: Default::default(),
         });
     }
     let (stacks, frames) = (interned.stacks, interned.frames);
     for (b, &i) in bands.iter_mut().zip(drawn.iter()) {
         let l = &replay.lifetimes[i as usize];
         b.role = attr.role_name(i as usize).to_string();
+        b.names = attr.names_of(std::iter::once((i as usize, l.bytes)));
         b.site = attr
             .key_of(i as usize, l)
             .map_or_else(String::new, |k| attr.site(k).label.clone());

@@ -52,6 +52,25 @@ fn total(g: &BTreeMap<String, (u64, u64)>) -> (u64, u64) {
         .fold((0, 0), |(b, n), &(b2, n2)| (b + b2, n + n2))
 }
 
+/// On every scenario (most carry `record_function` ranges, one carries every kind of
+/// name), each names' grouping adds up to `--by site`'s bytes and blocks at the end and at
+/// the peak: every allocation has exactly one name of each kind.
+#[test]
+fn every_names_grouping_adds_up_to_the_sites() {
+    for (stem, truth) in scenario_truths() {
+        let s = session(&fixture(&format!("scenarios/{stem}.pickle")));
+        for (device, _) in device_truths(&truth) {
+            for at in [At::End, At::Peak] {
+                let by_site = total(&groups(&s, device, GroupBy::Site, at));
+                for by in [GroupBy::Annotation, GroupBy::Metadata, GroupBy::Compile] {
+                    let got = total(&groups(&s, device, by, at));
+                    assert_eq!(got, by_site, "{stem} device {device} at {at:?} by {by}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn names_group_live_bytes_as_the_truth_does() {
     let mut checked = 0;
