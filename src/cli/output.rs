@@ -19,7 +19,7 @@ const PROGRESS_THRESHOLD: u64 = 64 << 20;
 /// ([`super::kept`], the MCP server's).
 pub enum Opened {
     /// Loaded for this command.
-    Own(Session),
+    Own(Box<Session>),
     /// Kept by the host.
     Kept(std::sync::Arc<Session>),
 }
@@ -81,7 +81,7 @@ pub fn open(path: &Path, args: &LoadArgs, quiet: bool) -> anyhow::Result<Opened>
     if let Some(kept) = super::kept::sessions() {
         return kept.open(path, |p| load(p, args, quiet)).map(Opened::Kept);
     }
-    load(path, args, quiet).map(Opened::Own)
+    load(path, args, quiet).map(|s| Opened::Own(Box::new(s)))
 }
 
 /// Loads one file with a progress bar when it is large and standard error a terminal,
@@ -156,7 +156,7 @@ pub fn open_any(
     for w in &session.snapshot().warnings {
         eprintln!("leakscope: warning: {}", crate::render::terminal_text(w));
     }
-    Ok(Opened::Own(session))
+    Ok(Opened::Own(Box::new(session)))
 }
 
 /// Says once per device what did not add up in the devices the command replayed, then
