@@ -13,13 +13,13 @@ use anyhow::Context;
 
 use super::args::*;
 use super::exit::{OverBudget, Usage};
-use super::output::{self, emit, keep_until_exit};
+use super::output::{self, emit};
 
 impl SummaryCmd {
     pub fn run(&self, style: Style) -> anyhow::Result<()> {
         let s = output::open(&self.file, &self.load, true)?;
         let report = s.summary();
-        keep_until_exit(s);
+        s.release();
         emit(self.json, &report, |r| r.text(style))
     }
 }
