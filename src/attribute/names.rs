@@ -189,18 +189,28 @@ pub fn dominant(
 ) -> Names {
     let mut out = Names::new();
     for (kind, map) in maps {
-        // Per family: its bytes and its first name, and whether it had another.
-        let mut families: Vec<(String, u64, u32, bool)> = Vec::new();
+        // Bytes per name (in order of first sight), then per family of names.
+        let mut per_name: Vec<(u32, u64)> = Vec::new();
+        let mut slot: FastMap<u32, usize> = FastMap::default();
         for (i, b) in lifes.clone() {
             let id = map.id(i);
             if !map.is_named(id) {
                 continue;
             }
+            let k = *slot.entry(id).or_insert_with(|| {
+                per_name.push((id, 0));
+                per_name.len() - 1
+            });
+            per_name[k].1 = per_name[k].1.saturating_add(b);
+        }
+        // Per family: its bytes and its first name, and whether it had another.
+        let mut families: Vec<(String, u64, u32, bool)> = Vec::new();
+        for (id, b) in per_name {
             let fam = name_family(&map.names()[id as usize].label);
             match families.iter_mut().find(|x| x.0 == fam) {
                 Some(x) => {
                     x.1 = x.1.saturating_add(b);
-                    x.3 |= x.2 != id;
+                    x.3 = true;
                 }
                 None => families.push((fam, b, id, false)),
             }
