@@ -21,19 +21,6 @@ fn top_by_site(s: &Session, device: i64, at: At) -> (Point, BTreeMap<String, (u6
     (d.at.clone(), rows)
 }
 
-fn truth_sites(v: &serde_json::Value) -> BTreeMap<String, (u64, u64)> {
-    v.as_object()
-        .expect("by_site is an object")
-        .iter()
-        .map(|(k, s)| {
-            (
-                k.clone(),
-                (s["bytes"].as_u64().unwrap(), s["blocks"].as_u64().unwrap()),
-            )
-        })
-        .collect()
-}
-
 /// `top` at end, at the peak and at the OOM equals the generator's ground truth exactly,
 /// bytes and blocks per site, for every scenario.
 #[test]
@@ -49,7 +36,7 @@ fn top_matches_scenario_ground_truth() {
                     continue;
                 }
                 let (point, rows) = top_by_site(&s, device, at);
-                let expected = truth_sites(&t["by_site"]);
+                let expected = truth_groups(&t["by_site"]);
                 assert_eq!(
                     rows, expected,
                     "{stem} at {name}: per-site bytes and blocks"

@@ -362,3 +362,18 @@ pub mod hand {
         e
     }
 }
+
+/// A truth file's map of labels to `{"bytes", "blocks"}` (`by_site`, a names' grouping),
+/// as `(bytes, blocks)` by label.
+pub fn truth_groups(v: &serde_json::Value) -> std::collections::BTreeMap<String, (u64, u64)> {
+    v.as_object()
+        .expect("a map of labels")
+        .iter()
+        .map(|(k, g)| {
+            (
+                k.clone(),
+                (g["bytes"].as_u64().unwrap(), g["blocks"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}

@@ -10,7 +10,7 @@ use leakscope::analysis::At;
 use leakscope::attribute::{FrameFilters, GroupBy};
 
 use crate::common::{
-    device_options, device_truths, fixture, leakscope_json, scenario_truths, session,
+    device_options, device_truths, fixture, leakscope_json, scenario_truths, session, truth_groups,
 };
 
 fn groups(
@@ -31,19 +31,6 @@ fn groups(
     d.rows
         .iter()
         .map(|r| (r.site.label.clone(), (r.bytes, r.blocks)))
-        .collect()
-}
-
-fn truth_groups(v: &serde_json::Value) -> BTreeMap<String, (u64, u64)> {
-    v.as_object()
-        .expect("a map of labels")
-        .iter()
-        .map(|(k, g)| {
-            (
-                k.clone(),
-                (g["bytes"].as_u64().unwrap(), g["blocks"].as_u64().unwrap()),
-            )
-        })
         .collect()
 }
 
