@@ -12,6 +12,7 @@ pub mod oom;
 pub mod phases;
 pub mod point;
 pub mod point_diff;
+pub mod pools;
 pub mod range;
 pub mod ranks;
 pub mod roles;

@@ -8,10 +8,11 @@ use serde::Serialize;
 
 use super::leaks::{DeviceLeaks, Kind};
 use super::point::{self, At};
+use super::pools::PoolRow;
 use super::top;
 use crate::attribute::{Attributor, Site};
 use crate::model::size::round_up_to_granule;
-use crate::model::{Action, DeviceView, Snapshot, flags};
+use crate::model::{Action, AllocatorSettings, DeviceView, PoolId, Snapshot, flags};
 use crate::replay::{AllocatorState, Replay};
 use crate::windows::Windows;
 
@@ -97,15 +98,39 @@ pub struct GrewBefore {
     pub kind: Kind,
 }
 
-/// What to do, only where the numbers support it.
+/// Live blocks of one site that keep free memory apart: freeing one of them would join
+/// the free blocks on either side.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pinning {
+    /// Where the blocks were allocated.
+    pub site: Site,
+    /// The role of most of their bytes.
+    pub role: String,
+    /// Their blocks.
+    pub blocks: u64,
+    /// Their requested bytes.
+    pub bytes: u64,
+    /// The free bytes right beside them.
+    pub free_beside_bytes: u64,
+    /// Whether freeing one of them alone would have made a block large enough.
+    pub would_make_room: bool,
+}
+
+/// What to do, only where the numbers support it. Each advice carries the allocator
+/// settings it read.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Advice {
     /// The request would have fit in the pool's cached free memory, but no block was large
-    /// enough: set `expandable_segments:True` (or `max_split_size_mb`).
+    /// enough. Expandable segments off: turn them on (or `max_split_size_mb`). On: the live
+    /// blocks pinning the free space are named, and the peak must come down.
     Fragmentation {
         /// `PYTORCH_CUDA_ALLOC_CONF` or `PYTORCH_NPU_ALLOC_CONF`.
         setting: &'static str,
+        /// The allocator settings the advice read.
+        settings: AllocatorSettings,
+        /// The live blocks keeping the free memory apart, most free bytes beside first.
+        pinning: Vec<Pinning>,
         /// Cached free bytes in the request's pool.
         cached_free_in_pool_bytes: u64,
         /// The pool.
@@ -119,9 +144,13 @@ pub enum Advice {
     Growth {
         /// The fastest-growing suspect.
         grew: GrewBefore,
+        /// The allocator settings the advice read.
+        settings: AllocatorSettings,
     },
     /// The device was full: the working set itself is too large.
     DeviceFull {
+        /// The allocator settings the advice read.
+        settings: AllocatorSettings,
         /// The request rounded to a block.
         needed_bytes: u64,
         /// Cached free bytes in its pool.
@@ -156,6 +185,16 @@ pub struct DeviceOom {
     pub largest_free_block_by_pool: PoolFree,
     /// Per stream.
     pub streams: Vec<StreamFree>,
+    /// The memory pool the request was for (the default pool unless the `oom` event names
+    /// one).
+    pub request_pool_id: PoolId,
+    /// Cached free bytes in other pools (private pools: CUDA graphs, `MemPool`s), which
+    /// cannot serve the request.
+    pub other_pools_free_bytes: u64,
+    /// The memory pools at the failure.
+    pub pools: Vec<PoolRow>,
+    /// The allocator settings the file recorded.
+    pub allocator_settings: AllocatorSettings,
     /// `1 - largest free block / cached free` (0 when nothing is cached free).
     pub fragmentation: f64,
     /// Whether the request would have fit in the request pool's cached free memory, were
@@ -184,18 +223,30 @@ struct FreeMemory {
     by_pool: PoolFree,
     cached_free: u64,
     in_pool: u64,
+    other_pools: u64,
     streams: Vec<StreamFree>,
 }
 
-fn free_memory(state: &AllocatorState, pool: Option<&'static str>) -> FreeMemory {
+/// The cached free memory of `state`; what lies in memory pools other than `memory_pool`
+/// is counted apart (it cannot serve the request).
+fn free_memory(
+    state: &AllocatorState,
+    pool: Option<&'static str>,
+    memory_pool: PoolId,
+) -> FreeMemory {
     let mut f = FreeMemory {
         by_pool: PoolFree::default(),
         cached_free: 0,
         in_pool: 0,
+        other_pools: 0,
         streams: Vec::new(),
     };
     for (seg, b) in state.blocks().filter(|(_, b)| !b.active) {
         f.cached_free = f.cached_free.saturating_add(b.size);
+        if seg.pool_id != memory_pool {
+            f.other_pools = f.other_pools.saturating_add(b.size);
+            continue;
+        }
         let small = seg.pool == "small";
         let slot = if small {
             &mut f.by_pool.small
@@ -272,6 +323,7 @@ fn holders(snap: &Snapshot, replay: &Replay, attr: &mut Attributor, oom: bool) -
 
 /// The figures of `state` for the request `oom`, with its holders and what grew before;
 /// the advice follows from them.
+#[allow(clippy::too_many_arguments)]
 fn from_state(
     snap: &Snapshot,
     dev: &DeviceView,
@@ -280,8 +332,13 @@ fn from_state(
     top_holders: Vec<Holder>,
     grew_before: Vec<GrewBefore>,
     guessed: bool,
+    pinning: &mut dyn FnMut(&AllocatorState, u64, PoolId) -> Vec<Pinning>,
 ) -> DeviceOom {
-    let free = free_memory(state, oom.pool);
+    let memory_pool = oom
+        .event_index
+        .map_or(PoolId::DEFAULT, |k| dev.pool_of(k as usize));
+    let free = free_memory(state, oom.pool, memory_pool);
+    let settings = AllocatorSettings::read(snap, super::summary::producer(snap) == "npu");
     let largest = free.by_pool.small.max(free.by_pool.large);
     let mut r = DeviceOom {
         device: dev.device,
@@ -303,12 +360,23 @@ fn from_state(
         },
         largest_free_block_by_pool: free.by_pool,
         streams: free.streams,
+        request_pool_id: memory_pool,
+        other_pools_free_bytes: free.other_pools,
+        pools: super::pools::of_state(state),
+        allocator_settings: settings,
         top_holders,
         grew_before: Vec::new(),
         advice: Vec::new(),
         reconstruction_unresolved: state.unresolved,
     };
-    r.advice = advice(snap, &r, &grew_before, guessed);
+    let need = r.oom.request_bytes.map(round_up_to_granule);
+    let pins = match need {
+        Some(n) if r.would_fit_if_contiguous == Some(true) && r.largest_free_block_bytes < n => {
+            pinning(state, n, memory_pool)
+        }
+        _ => Vec::new(),
+    };
+    r.advice = advice(&r, &grew_before, guessed, pins);
     r.grew_before = grew_before;
     r
 }
@@ -332,26 +400,28 @@ pub fn explain_end(
         holders,
         Vec::new(),
         false,
+        &mut |_, _, _| Vec::new(),
     )
 }
 
 /// The advice the numbers support: fragmentation when the request would have fit in the
-/// pool's free memory were it one block; growth before the failure, unless the windows
-/// are a guess (a forward pass's layers filling up is not worth advice); a full device
-/// when neither the cache nor the driver could serve the request.
-fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) -> Vec<Advice> {
+/// pool's free memory were it one block (what it says follows the settings: with
+/// expandable segments on, the blocks pinning the free space and a smaller peak; off, turn
+/// them on, and `max_split_size_mb`, which expandable segments do not use); growth before
+/// the failure, unless the windows are a guess (a forward pass's layers filling up is not
+/// worth advice); a full device when neither the cache nor the driver could serve the
+/// request.
+fn advice(r: &DeviceOom, grew: &[GrewBefore], guessed: bool, pinning: Vec<Pinning>) -> Vec<Advice> {
     let mut advice = Vec::new();
     let need = r.oom.request_bytes.map(round_up_to_granule);
-    let setting = if super::summary::producer(snap) == "npu" {
-        "PYTORCH_NPU_ALLOC_CONF"
-    } else {
-        "PYTORCH_CUDA_ALLOC_CONF"
-    };
+    let settings = &r.allocator_settings;
     if let (Some(n), Some(true)) = (need, r.would_fit_if_contiguous)
         && r.largest_free_block_bytes < n
     {
         advice.push(Advice::Fragmentation {
-            setting,
+            setting: settings.variable,
+            settings: settings.clone(),
+            pinning,
             cached_free_in_pool_bytes: r.cached_free_in_pool_bytes,
             pool: r.oom.pool.unwrap_or("large"),
             needed_bytes: n,
@@ -360,7 +430,10 @@ fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) ->
     }
     let trusted = if guessed { None } else { grew.first() };
     if let Some(g) = trusted {
-        advice.push(Advice::Growth { grew: g.clone() });
+        advice.push(Advice::Growth {
+            grew: g.clone(),
+            settings: settings.clone(),
+        });
     }
     if let (Some(n), Some(false), Some(free)) =
         (need, r.would_fit_if_contiguous, r.oom.device_free_bytes)
@@ -368,12 +441,82 @@ fn advice(snap: &Snapshot, r: &DeviceOom, grew: &[GrewBefore], guessed: bool) ->
         && free < n
     {
         advice.push(Advice::DeviceFull {
+            settings: settings.clone(),
             needed_bytes: n,
             cached_free_in_pool_bytes: r.cached_free_in_pool_bytes,
             device_free_bytes: free,
         });
     }
     advice
+}
+
+/// The live blocks of `state`'s `memory_pool` that keep free blocks apart, grouped by
+/// site: a block with free memory on either side in its segment pins it; freeing it would
+/// join them (`would_make_room` when that alone reaches `need`).
+fn pinning(
+    state: &AllocatorState,
+    need: u64,
+    memory_pool: PoolId,
+    replay: &Replay,
+    live: Option<u32>,
+    attr: &mut Attributor,
+) -> Vec<Pinning> {
+    let by_addr: crate::model::fxhash::FastMap<u64, usize> = replay
+        .live_indices(live)
+        .map(|i| (replay.lifetimes[i].addr, i))
+        .collect();
+    let mut rows: Vec<(u32, Pinning)> = Vec::new();
+    for seg in state.segments.iter().filter(|s| s.pool_id == memory_pool) {
+        let b = &seg.blocks;
+        for j in 0..b.len() {
+            if !b[j].active {
+                continue;
+            }
+            let free_at = |k: Option<usize>| {
+                k.and_then(|k| b.get(k))
+                    .filter(|x| !x.active)
+                    .map_or(0, |x| x.size)
+            };
+            let beside = free_at(j.checked_sub(1)).saturating_add(free_at(Some(j + 1)));
+            if beside == 0 {
+                continue;
+            }
+            let Some(&i) = by_addr.get(&b[j].address) else {
+                continue;
+            };
+            let Some(key) = attr.key_of(i, &replay.lifetimes[i]) else {
+                continue;
+            };
+            let room = beside.saturating_add(b[j].size) >= need;
+            let row = match rows.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, r)) => r,
+                None => {
+                    rows.push((
+                        key,
+                        Pinning {
+                            site: attr.site(key).clone(),
+                            role: attr.role_name(i).to_string(),
+                            blocks: 0,
+                            bytes: 0,
+                            free_beside_bytes: 0,
+                            would_make_room: false,
+                        },
+                    ));
+                    &mut rows.last_mut().expect("just pushed").1
+                }
+            };
+            row.blocks += 1;
+            row.bytes = row.bytes.saturating_add(b[j].requested);
+            row.free_beside_bytes = row.free_beside_bytes.saturating_add(beside);
+            row.would_make_room |= room;
+        }
+    }
+    let mut rows: Vec<Pinning> = rows.into_iter().map(|(_, r)| r).collect();
+    rows.sort_by(|a, b| {
+        (b.would_make_room, b.free_beside_bytes).cmp(&(a.would_make_room, a.free_beside_bytes))
+    });
+    rows.truncate(5);
+    rows
 }
 
 /// Explains the first `oom` event of `dev` (or its end state when it has none). `before`
@@ -404,6 +547,10 @@ pub fn explain(
         })
         .collect();
     let holders = holders(snap, replay, attr, idx.is_some());
+    let holders_attr = &mut *attr;
+    let mut pins = |st: &AllocatorState, need: u64, pool: PoolId| {
+        pinning(st, need, pool, replay, idx, holders_attr)
+    };
     from_state(
         snap,
         dev,
@@ -412,5 +559,6 @@ pub fn explain(
         holders,
         grew_before,
         before.windows.guessed,
+        &mut pins,
     )
 }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::point::Point;
+use crate::model::PoolId;
 use crate::model::size::{add_size, sum_sizes};
 use crate::replay::AllocatorState;
 
@@ -32,6 +33,8 @@ pub struct SegmentRow {
     pub total_size: u64,
     /// `small` or `large`.
     pub pool: String,
+    /// The memory pool (`segment_pool_id`; `[0, 0]` is the default pool).
+    pub pool_id: PoolId,
     /// Stream.
     pub stream: i64,
     /// Expandable segment.
@@ -82,6 +85,8 @@ pub struct DeviceSegments {
     pub segments: Vec<SegmentRow>,
     /// Totals.
     pub totals: SegmentTotals,
+    /// The memory pools, by pool id.
+    pub pools: Vec<super::pools::PoolRow>,
     /// Events that could not be undone to reach the point.
     pub reconstruction_unresolved: u64,
 }
@@ -121,6 +126,7 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
                 address: s.address,
                 total_size: s.total_size,
                 pool: s.pool.clone(),
+                pool_id: s.pool_id,
                 stream: s.stream,
                 expandable: s.expandable,
                 allocated_bytes: allocated,
@@ -148,6 +154,7 @@ pub fn segments(device: i64, at: Point, state: &AllocatorState) -> DeviceSegment
         at,
         segments: rows,
         totals,
+        pools: super::pools::of_state(state),
         reconstruction_unresolved: state.unresolved,
     }
 }

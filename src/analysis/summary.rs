@@ -129,6 +129,8 @@ pub struct DeviceSummary {
     pub time_reversals: u64,
     /// Whether this device's trace misses part of the history.
     pub wrapped: bool,
+    /// Its memory pools at the end, by pool id: the default pool and each private one.
+    pub pools: Vec<super::pools::PoolRow>,
 }
 
 /// Trace coverage over all devices.
@@ -362,6 +364,7 @@ pub fn summarize(snap: &Snapshot, file: &str) -> Summary {
             double_allocs: cov.double_allocs,
             time_reversals,
             wrapped,
+            pools: super::pools::at_end(snap, dev),
         };
         (summary, odd)
     };

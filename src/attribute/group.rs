@@ -38,16 +38,23 @@ pub enum GroupBy {
     Metadata,
     /// Its compiled region and FX node ([`NameKind::Compile`]).
     Compile,
+    /// The memory pool its block lies in: the default pool, or a private one (a CUDA
+    /// graph's, a `torch.cuda.MemPool`) ([`crate::attribute::pools`]).
+    Pool,
 }
 
 /// A `--by` value that is not one of the groupings.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: group by site, user, stack, file, function, role, annotation, metadata or compile")]
+#[error(
+    "`{0}`: group by site, user, stack, file, function, role, annotation, metadata, compile or pool"
+)]
 pub struct GroupByError(pub String);
 
 /// A grouping the call tree cannot take.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}`: the tree groups by role, annotation, metadata or compile (or site, the default)")]
+#[error(
+    "`{0}`: the tree groups by role, annotation, metadata, compile or pool (or site, the default)"
+)]
 pub struct TreeGroupingError(pub String);
 
 impl GroupBy {
@@ -62,10 +69,10 @@ impl GroupBy {
         }
     }
 
-    /// Whether the groups are read off each allocation rather than off its stack (roles
-    /// and names): the call tree puts such a group above the stacks.
+    /// Whether the groups are read off each allocation rather than off its stack (roles,
+    /// names, pools): the call tree puts such a group above the stacks.
     pub fn per_allocation(self) -> bool {
-        self == GroupBy::Role || self.name_kind().is_some()
+        matches!(self, GroupBy::Role | GroupBy::Pool) || self.name_kind().is_some()
     }
 
     /// The kind of name it groups by, for the names' groupings.
@@ -90,6 +97,7 @@ impl GroupBy {
             GroupBy::Annotation => "annotation",
             GroupBy::Metadata => "metadata",
             GroupBy::Compile => "compile",
+            GroupBy::Pool => "pool",
         }
     }
 }
@@ -108,6 +116,7 @@ impl FromStr for GroupBy {
             "annotation" => GroupBy::Annotation,
             "metadata" => GroupBy::Metadata,
             "compile" => GroupBy::Compile,
+            "pool" => GroupBy::Pool,
             _ => return Err(GroupByError(s.to_string())),
         })
     }

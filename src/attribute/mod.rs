@@ -8,6 +8,7 @@
 mod filters;
 mod group;
 pub mod names;
+pub mod pools;
 pub mod roles;
 mod site;
 
@@ -258,7 +259,8 @@ impl<'s> Attributor<'s> {
             | GroupBy::Role
             | GroupBy::Annotation
             | GroupBy::Metadata
-            | GroupBy::Compile => self
+            | GroupBy::Compile
+            | GroupBy::Pool => self
                 .site_frame(&frames)
                 .map_or_else(|| Site::label_only(NO_FRAME), of),
             GroupBy::User => frames

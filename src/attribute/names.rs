@@ -91,6 +91,11 @@ impl NameMap {
         &self.names[self.id(i) as usize]
     }
 
+    /// A map from its parts: the distinct names, and each lifetime's id into them.
+    pub(crate) fn from_parts(names: Vec<Site>, of: Vec<u32>) -> NameMap {
+        NameMap { names, of }
+    }
+
     /// Whether `id` is a real name (not the kind's "none" label nor [`UNTRACED`]).
     pub fn is_named(&self, id: u32) -> bool {
         id >= FIRST_NAME

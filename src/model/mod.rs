@@ -2,6 +2,7 @@
 //! trace events per device, segments with their blocks, annotations and settings.
 
 pub(crate) mod addr_map;
+mod allocator;
 mod annotations;
 mod error;
 mod event;
@@ -16,6 +17,7 @@ mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use allocator::{AllocatorSettings, PoolId};
 pub use annotations::{
     AnnotationRange, EventRange, annotation_event_ranges, annotation_ranges, name_family,
 };
@@ -333,6 +335,16 @@ impl DeviceView<'_> {
             .get(i)
             .and_then(|m| self.metas.get(m.index()))
             .map_or(0, |m| m.stream)
+    }
+
+    /// The `pool_id` of event `i` (recorded since 2026; the default pool when absent).
+    pub fn pool_of(&self, i: usize) -> PoolId {
+        let meta = self
+            .trace
+            .meta
+            .get(i)
+            .and_then(|m| self.metas.get(m.index()));
+        PoolId::read(meta.and_then(|m| m.pool_id.as_ref()))
     }
 
     /// Σ sizes of the blocks allocated at the end, pending frees excluded (as

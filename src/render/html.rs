@@ -718,7 +718,12 @@ fn oom_section(h: &mut String, o: &DeviceOom) {
             .event_index
             .map_or("(no oom event)".into(), |i| count(i as u64)),
     );
-    if !o.advice.is_empty() {
+    if let Some(first) = o.advice.first() {
+        let _ = write!(
+            h,
+            "<p>allocator settings read: {}</p>",
+            escape(&super::oom::advice_settings(first))
+        );
         h.push_str("<ul class=\"advice\">");
         for a in &o.advice {
             let _ = write!(h, "<li>{}</li>", escape(&super::oom::advice_text(a)));

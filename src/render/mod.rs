@@ -14,6 +14,7 @@ pub mod leaks;
 pub mod oom;
 pub mod phases;
 pub mod pickle;
+pub mod pools;
 pub mod ranks;
 pub mod rows;
 pub mod segments;

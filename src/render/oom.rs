@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use super::{Align, Style, Table, bytes, count, per_device, terminal_text};
 use crate::analysis::oom::{Advice, DeviceOom};
+use crate::model::AllocatorSettings;
 use crate::report::OomReport;
 
 /// Renders every explained device.
@@ -13,38 +14,129 @@ pub fn text(r: &OomReport, style: Style) -> String {
     })
 }
 
-/// One piece of advice in words.
+/// The allocator settings as the advice states them, e.g. `expandable_segments on,
+/// max_split_size unlimited; PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"`.
+pub fn settings_text(s: &AllocatorSettings) -> String {
+    let exp = match (s.expandable_segments, s.expandable_seen) {
+        (Some(true), _) => "on",
+        (Some(false), _) => "off",
+        (None, true) => "on (not recorded; segments are expandable)",
+        (None, false) => "off (not recorded; no segment is expandable)",
+    };
+    let split = s.max_split_size_bytes.map_or("unlimited".into(), bytes);
+    let mut t = format!("expandable_segments {exp}, max_split_size {split}");
+    if let Some(g) = s.garbage_collection_threshold {
+        let _ = write!(t, ", garbage_collection_threshold {g}");
+    }
+    match &s.conf {
+        Some(c) => {
+            let _ = write!(t, "; {}=\"{}\"", s.variable, terminal_text(c));
+        }
+        None => {
+            let _ = write!(t, "; {} not set", s.variable);
+        }
+    }
+    t
+}
+
+/// One piece of advice in words (the settings it read: [`advice_settings`]).
 pub fn advice_text(a: &Advice) -> String {
+    let (text, _) = advice_parts(a);
+    text
+}
+
+/// The allocator settings an advice read, in words.
+pub fn advice_settings(a: &Advice) -> String {
+    settings_text(advice_parts(a).1)
+}
+
+fn advice_parts(a: &Advice) -> (String, &AllocatorSettings) {
     match a {
         Advice::Fragmentation {
             setting,
+            settings,
+            pinning,
             cached_free_in_pool_bytes,
             pool,
             needed_bytes,
             largest_free_block_bytes,
-        } => format!(
-            "fragmentation: {} of cached free memory in the {pool} pool would have held the {} request, but the largest free block is {}. Set {setting}=expandable_segments:True so freed memory can be mapped contiguously (or max_split_size_mb to stop large blocks being split).",
-            bytes(*cached_free_in_pool_bytes),
-            bytes(*needed_bytes),
-            bytes(*largest_free_block_bytes)
-        ),
-        Advice::Growth { grew: g } => format!(
-            "memory grew before the failure: {} keeps {} per window ({}, {} of {} windows); fix that first (`leakscope leaks`).",
-            terminal_text(&g.site.label),
-            bytes(g.bytes_per_window),
-            g.kind,
-            g.windows_growing,
-            g.windows_total
+        } => {
+            let mut t = format!(
+                "fragmentation: {} of cached free memory in the {pool} pool would have held the {} request, but the largest free block is {}. ",
+                bytes(*cached_free_in_pool_bytes),
+                bytes(*needed_bytes),
+                bytes(*largest_free_block_bytes)
+            );
+            if settings.expandable() {
+                t.push_str("Expandable segments are already on, so what is left is the live blocks keeping the free memory apart");
+                match pinning.first() {
+                    Some(_) => {
+                        let named: Vec<String> = pinning
+                            .iter()
+                            .take(3)
+                            .map(|p| {
+                                format!(
+                                    "{} ({}, {} in {} blocks beside {} free{})",
+                                    terminal_text(&p.site.label),
+                                    p.role,
+                                    bytes(p.bytes),
+                                    count(p.blocks),
+                                    bytes(p.free_beside_bytes),
+                                    if p.would_make_room {
+                                        "; freeing one would make room"
+                                    } else {
+                                        ""
+                                    }
+                                )
+                            })
+                            .collect();
+                        let _ = write!(t, ": {}", named.join("; "));
+                    }
+                    None => t.push_str(" (none found beside the free blocks)"),
+                }
+                t.push_str(". Free or move them before the request, or lower the peak (smaller batches or sequences, activation checkpointing); max_split_size_mb does not apply with expandable segments.");
+            } else {
+                let _ = write!(
+                    t,
+                    "Set {setting}=expandable_segments:True so freed memory can be mapped contiguously"
+                );
+                match settings.max_split_size_bytes {
+                    Some(m) => {
+                        let _ = write!(
+                            t,
+                            " (max_split_size_mb is already set: blocks over {} are not split).",
+                            bytes(m)
+                        );
+                    }
+                    None => t.push_str(" (or max_split_size_mb to stop large blocks being split)."),
+                }
+            }
+            (t, settings)
+        }
+        Advice::Growth { grew: g, settings } => (
+            format!(
+                "memory grew before the failure: {} keeps {} per window ({}, {} of {} windows); fix that first (`leakscope leaks`).",
+                terminal_text(&g.site.label),
+                bytes(g.bytes_per_window),
+                g.kind,
+                g.windows_growing,
+                g.windows_total
+            ),
+            settings,
         ),
         Advice::DeviceFull {
+            settings,
             needed_bytes,
             cached_free_in_pool_bytes,
             device_free_bytes,
-        } => format!(
-            "the device was full: the request ({}) exceeded both the cached free memory of its pool ({}) and what the driver had free ({}); the working set itself is too large (smaller batches or sequences, activation checkpointing, sharding).",
-            bytes(*needed_bytes),
-            bytes(*cached_free_in_pool_bytes),
-            bytes(*device_free_bytes)
+        } => (
+            format!(
+                "the device was full: the request ({}) exceeded both the cached free memory of its pool ({}) and what the driver had free ({}); the working set itself is too large (smaller batches or sequences, activation checkpointing, sharding).",
+                bytes(*needed_bytes),
+                bytes(*cached_free_in_pool_bytes),
+                bytes(*device_free_bytes)
+            ),
+            settings,
         ),
     }
 }
@@ -92,6 +184,12 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
         bytes(r.requested_bytes),
     ]);
     t.row(["cached free".to_string(), bytes(r.cached_free_bytes)]);
+    if r.other_pools_free_bytes > 0 {
+        t.row([
+            "  in private pools (cannot serve the request)".to_string(),
+            bytes(r.other_pools_free_bytes),
+        ]);
+    }
     if r.oom.found {
         t.row([
             format!("cached free in the {} pool", r.oom.pool.unwrap_or("-")),
@@ -169,8 +267,9 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
             );
         }
     }
-    if !r.advice.is_empty() {
+    if let Some(first) = r.advice.first() {
         o.push('\n');
+        let _ = writeln!(o, "allocator settings read: {}", advice_settings(first));
         for a in &r.advice {
             let _ = writeln!(o, "advice: {}", advice_text(a));
         }

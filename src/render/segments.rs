@@ -75,7 +75,11 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
                 if s.expandable { " (exp)" } else { "" }
             ),
             bytes(s.total_size),
-            s.pool.clone(),
+            if s.pool_id.is_private() {
+                format!("{} {}", s.pool, s.pool_id)
+            } else {
+                s.pool.clone()
+            },
             s.stream.to_string(),
             bar(s),
             bytes(s.active_bytes),
@@ -99,6 +103,9 @@ pub fn device_text(r: &DeviceSegments, style: Style) -> String {
         bytes(tt.internal_free_bytes),
         bytes(tt.external_free_bytes)
     );
+    if r.pools.iter().any(|p| p.private) {
+        let _ = writeln!(o, "{}", super::pools::pools_text(&r.pools));
+    }
     if r.reconstruction_unresolved > 0 {
         let _ = writeln!(
             o,

@@ -91,6 +91,18 @@ pub fn text(s: &Summary, style: Style) -> String {
         row(&mut t, "total".into(), &s.totals.totals);
     }
     o.push_str(&t.render(style));
+    for d in s
+        .devices
+        .iter()
+        .filter(|d| d.pools.iter().any(|p| p.private))
+    {
+        let _ = writeln!(
+            o,
+            "\ndevice {} {}",
+            d.device,
+            super::pools::pools_text(&d.pools)
+        );
+    }
 
     let tot = &s.totals.totals;
     if !tot.blocks_by_state.is_empty() {

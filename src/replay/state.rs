@@ -18,7 +18,7 @@
 use super::lifetimes::Replay;
 use crate::model::fxhash::FastMap;
 use crate::model::size::{GRANULE, end_of, round_up_to_granule, sum_sizes};
-use crate::model::{Action, BlockState, DeviceView};
+use crate::model::{Action, BlockState, DeviceView, PoolId};
 
 /// A block in a reconstructed state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +68,9 @@ pub struct StateSegment {
     pub stream: i64,
     /// `small` or `large`.
     pub pool: String,
+    /// The memory pool (`segment_pool_id`): a segment re-created by undoing a free takes
+    /// the event's `pool_id` where the trace records one, else the default pool.
+    pub pool_id: PoolId,
     /// Expandable segment.
     pub expandable: bool,
     /// Blocks in address order.
@@ -113,6 +116,7 @@ impl AllocatorState {
                 total_size: s.total_size,
                 stream: s.stream.unwrap_or(0),
                 pool: s.segment_type.clone().unwrap_or_else(|| "large".into()),
+                pool_id: s.pool(),
                 expandable: s.is_expandable.unwrap_or(false),
                 blocks: s
                     .blocks
@@ -163,9 +167,11 @@ impl AllocatorState {
             let (addr, size) = (t.addr[i], t.size[i]);
             let ok = match t.action[i] {
                 Action::SEGMENT_ALLOC => st.remove_segment(addr),
-                Action::SEGMENT_FREE => st.add_segment(addr, size, dev.stream_of(i)),
+                Action::SEGMENT_FREE => {
+                    st.add_segment(addr, size, dev.stream_of(i), dev.pool_of(i))
+                }
                 Action::SEGMENT_MAP => st.unmap(addr, size),
-                Action::SEGMENT_UNMAP => st.map(addr, size, dev.stream_of(i)),
+                Action::SEGMENT_UNMAP => st.map(addr, size, dev.stream_of(i), dev.pool_of(i)),
                 _ => true,
             };
             st.unresolved += u64::from(!ok);
@@ -206,7 +212,7 @@ impl AllocatorState {
     }
 
     /// Undoes a `segment_free`: the segment exists again, all free.
-    fn add_segment(&mut self, addr: u64, size: u64, stream: i64) -> bool {
+    fn add_segment(&mut self, addr: u64, size: u64, stream: i64, pool_id: PoolId) -> bool {
         if self.overlaps(addr, size) {
             return false;
         }
@@ -218,6 +224,7 @@ impl AllocatorState {
                 total_size: size,
                 stream,
                 pool: pool_by_size(size),
+                pool_id,
                 expandable: false,
                 blocks: vec![StateBlock::free(addr, size)],
             },
@@ -290,7 +297,7 @@ impl AllocatorState {
 
     /// Undoes a `segment_unmap`: the range was mapped (and free) before; it joins the
     /// address-adjacent expandable segments of its stream.
-    fn map(&mut self, addr: u64, size: u64, stream: i64) -> bool {
+    fn map(&mut self, addr: u64, size: u64, stream: i64, pool_id: PoolId) -> bool {
         if self.overlaps(addr, size) {
             return false;
         }
@@ -304,14 +311,16 @@ impl AllocatorState {
             && self.segments[i].address == end
             && joins(&self.segments[i]))
         .then_some(i);
-        let pool = left
-            .or(right)
-            .map_or_else(|| pool_by_size(size), |k| self.segments[k].pool.clone());
+        let (pool, pool_id) = left.or(right).map_or_else(
+            || (pool_by_size(size), pool_id),
+            |k| (self.segments[k].pool.clone(), self.segments[k].pool_id),
+        );
         let mut seg = StateSegment {
             address: addr,
             total_size: size,
             stream,
             pool,
+            pool_id,
             expandable: true,
             blocks: vec![StateBlock::free(addr, size)],
         };

@@ -45,7 +45,8 @@ pub struct GroupArgs {
     /// stack, file, function, role (parameter, gradient, optimizer_state, activation,
     /// temporary, untraced, unknown, or yours from --roles), or the names the program gave
     /// its memory: annotation (innermost record_function range), metadata (user_metadata, or
-    /// an annotate event's label) or compile (torch.compile region and FX node)
+    /// an annotate event's label) or compile (torch.compile region and FX node), or pool
+    /// (the memory pool: default, or a CUDA graph's or MemPool's private pool)
     #[cfg_attr(feature = "cli", arg(long, default_value = "site"))]
     #[serde(deserialize_with = "named::by")]
     pub by: GroupBy,

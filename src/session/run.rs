@@ -5,7 +5,7 @@ use crate::analysis::LeakOptions;
 use crate::analysis::leaks;
 use crate::analysis::oom::{self, DeviceOom};
 use crate::analysis::point::{At, Point, point_after};
-use crate::attribute::{Attributor, Classification, names, roles};
+use crate::attribute::{Attributor, Classification, GroupBy, names, roles};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{self, Replay};
 use crate::windows::{self, WindowSpec, Windows, Within};
@@ -66,6 +66,9 @@ impl<'s> DeviceRun<'s> {
                 |(_, m)| m.clone(),
             );
             attr.set_names(map);
+        }
+        if opts.by == GroupBy::Pool {
+            attr.set_names(crate::attribute::pools::pool_map(&view, &replay));
         }
         attr.set_names_beside(carried);
         DeviceRun {
