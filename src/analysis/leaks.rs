@@ -67,6 +67,9 @@ pub enum Kind {
     InFlight,
     /// Grew only in the last window: too late to judge (warm-up happens at the start).
     Late,
+    /// Kept past its window by a reference cycle and freed by the garbage collector
+    /// ([`super::gc_held`]): a sawtooth, not a leak.
+    GcHeld,
 }
 
 impl Kind {
@@ -80,6 +83,7 @@ impl Kind {
             Kind::Sporadic => "sporadic",
             Kind::InFlight => "in-flight",
             Kind::Late => "late",
+            Kind::GcHeld => "gc-held",
         }
     }
 
@@ -312,6 +316,11 @@ pub struct DeviceLeaks {
     /// How to capture a trace that shows growth, when this one cannot (too few windows,
     /// wrapped, no unit of work).
     pub capture: Option<super::capture::CaptureAdvice>,
+    /// Cached free memory growing per window while live memory does not (the session
+    /// fills it in: it reads the device's segments and streams).
+    pub reserved_growth: Option<super::reserved::ReservedGrowth>,
+    /// Memory held until garbage collection: the collections and what they freed.
+    pub gc_held: Option<super::gc_held::GcHeld>,
 }
 
 /// Marks the devices whose windows' unit differs from another judged device's.
@@ -839,6 +848,8 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
         }),
         units_differ: false,
         capture: super::capture::advice(windows, facts(replay, windows).wrapped),
+        reserved_growth: None,
+        gc_held: None,
     }
 }
 
@@ -873,6 +884,20 @@ pub fn leaks(
         } else {
             others.push(g);
         }
+    }
+    let gc = super::gc_held::gc_held(replay, windows, attr);
+    if let Some(gc) = &gc {
+        // Sites the collector freed are gc-held, whatever rhythm their growth had.
+        let collected = |g: &Growth| gc.sites.iter().any(|s| s.site == g.site);
+        for g in others.iter_mut().filter(|g| collected(g)) {
+            g.kind = Kind::GcHeld;
+        }
+        let (held, kept): (Vec<_>, Vec<_>) = suspects.into_iter().partition(|(g, _)| collected(g));
+        suspects = kept;
+        others.extend(held.into_iter().map(|(mut g, _)| {
+            g.kind = Kind::GcHeld;
+            g
+        }));
     }
     suspects.sort_by(|a, b| {
         b.0.bytes_per_window
@@ -910,6 +935,8 @@ pub fn leaks(
         no_verdicts: None,
         units_differ: false,
         capture: super::capture::advice(windows, facts(replay, windows).wrapped),
+        reserved_growth: None,
+        gc_held: gc,
     }
 }
 

@@ -586,6 +586,14 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
             "</tbody></table><h3>Survivor bytes per window, per suspect</h3><div id=\"growth-{n}\" class=\"chart\"></div>"
         );
     }
+    if let Some(g) = &l.reserved_growth {
+        let _ = write!(
+            h,
+            "<p id=\"reserved-growth-{n}\" class=\"warn\"><b>{}</b><br>{}</p>",
+            escape(&super::reserved::headline(g)),
+            escape(&super::reserved::cause_text(g))
+        );
+    }
     if !l.not_suspects.is_empty() {
         let _ = write!(
             h,

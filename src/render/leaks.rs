@@ -305,6 +305,11 @@ pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
     } else {
         suspects_text(r, by, style, &mut o);
     }
+    if let Some(g) = &r.reserved_growth {
+        o.push('\n');
+        let _ = writeln!(o, "{}", style.bold(&super::reserved::headline(g)));
+        let _ = writeln!(o, "  {}", super::reserved::cause_text(g));
+    }
     if !r.not_suspects.is_empty() {
         others_text(r, by, style, &mut o);
     }

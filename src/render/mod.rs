@@ -16,6 +16,7 @@ pub mod phases;
 pub mod pickle;
 pub mod pools;
 pub mod ranks;
+pub mod reserved;
 pub mod rows;
 pub mod segments;
 pub mod slice;

@@ -76,11 +76,12 @@ fn advice_parts(a: &Advice) -> (String, &AllocatorSettings) {
                             .take(3)
                             .map(|p| {
                                 format!(
-                                    "{} ({}, {} in {} blocks beside {} free{})",
+                                    "{} ({}, {} in {} block{} beside {} free{})",
                                     terminal_text(&p.site.label),
                                     p.role,
                                     bytes(p.bytes),
                                     count(p.blocks),
+                                    if p.blocks == 1 { "" } else { "s" },
                                     bytes(p.free_beside_bytes),
                                     if p.would_make_room {
                                         "; freeing one would make room"

@@ -2,9 +2,9 @@
 //! shared by every analysis of it.
 
 use crate::analysis::LeakOptions;
-use crate::analysis::leaks;
 use crate::analysis::oom::{self, DeviceOom};
 use crate::analysis::point::{At, Point, point_after};
+use crate::analysis::{leaks, reserved};
 use crate::attribute::{Attributor, Classification, GroupBy, names, roles};
 use crate::model::{DeviceView, Snapshot};
 use crate::replay::{self, Replay};
@@ -145,8 +145,11 @@ impl<'s> DeviceRun<'s> {
     /// The leak finder on this device, with the session's options.
     pub fn find_leaks(&mut self) -> leaks::DeviceLeaks {
         let o = self.leak_options.clone();
+        let view = self.view.clone();
         let (rep, w, attr) = self.parts();
-        leaks::leaks(rep, w, attr, &o)
+        let mut found = leaks::leaks(rep, w, attr, &o);
+        found.reserved_growth = reserved::reserved_growth(&view, rep, w, o.warmup);
+        found
     }
 
     /// The points of the peak and of the end (they always exist).
