@@ -66,6 +66,8 @@ pub enum Limit {
     MaxBytesPerWindow,
     /// `leaks.forbidden_sites[PATTERN]`.
     ForbiddenSite(String),
+    /// `growth.max_reserved_bytes_per_window`.
+    MaxReservedBytesPerWindow,
     /// `memory.peak_requested`.
     PeakRequested,
     /// `memory.peak_requested.ROLE`.
@@ -89,6 +91,7 @@ impl std::fmt::Display for Limit {
         match self {
             Limit::MaxBytesPerWindow => f.write_str("leaks.max_bytes_per_window"),
             Limit::ForbiddenSite(p) => write!(f, "leaks.forbidden_sites[{p}]"),
+            Limit::MaxReservedBytesPerWindow => f.write_str("growth.max_reserved_bytes_per_window"),
             Limit::PeakRequested => f.write_str("memory.peak_requested"),
             Limit::PeakRequestedRole(r) => write!(f, "memory.peak_requested.{r}"),
             Limit::PeakReserved => f.write_str("memory.peak_reserved"),
@@ -175,7 +178,17 @@ fn growth_limits(budget: &Budget, leaks: &DeviceLeaks, cases: &mut Vec<Case>) {
             let name = Limit::ForbiddenSite(re.as_str().to_string());
             cases.push(unjudged(name, 0, leaks));
         }
+        if let Some(limit) = budget.growth.max_reserved_bytes_per_window {
+            cases.push(unjudged(Limit::MaxReservedBytesPerWindow, limit, leaks));
+        }
         return;
+    }
+    if let Some(limit) = budget.growth.max_reserved_bytes_per_window {
+        let rate = leaks
+            .reserved_growth
+            .as_ref()
+            .map_or(0, |g| g.bytes_per_window);
+        cases.push(case(Limit::MaxReservedBytesPerWindow, rate, limit));
     }
     if let Some(limit) = budget.leaks.max_bytes_per_window {
         cases.push(growth_case(

@@ -62,6 +62,12 @@ struct SiteFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct GrowthFile {
+    max_reserved_bytes_per_window: Option<SizeText>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WindowsFile {
     spec: Option<String>,
     within: Option<String>,
@@ -80,6 +86,8 @@ struct BudgetFile {
     windows: WindowsFile,
     #[serde(default)]
     leaks: LeaksFile,
+    #[serde(default)]
+    growth: GrowthFile,
     #[serde(default)]
     memory: MemoryFile,
     #[serde(default)]
@@ -154,6 +162,14 @@ pub struct LeakLimits {
     pub forbidden_sites: Vec<Regex>,
 }
 
+/// Limits on the allocator's growth.
+#[derive(Clone, Debug, Default)]
+pub struct GrowthLimits {
+    /// The largest reserved growth per window (cached free memory growing while live
+    /// memory does not: [`crate::analysis::reserved`]).
+    pub max_reserved_bytes_per_window: Option<u64>,
+}
+
 /// Limits on memory, in PyTorch's words (docs/schemas.md, "Glossary").
 #[derive(Clone, Debug, Default)]
 pub struct MemoryLimits {
@@ -225,6 +241,8 @@ pub struct Budget {
     pub within: Option<Within>,
     /// `[leaks]`.
     pub leaks: LeakLimits,
+    /// `[growth]`.
+    pub growth: GrowthLimits,
     /// `[memory]`.
     pub memory: MemoryLimits,
     /// `[[sites]]`.
@@ -340,6 +358,12 @@ impl Budget {
                     .iter()
                     .map(|p| regex("leaks.forbidden_sites", p))
                     .collect::<Result<_, _>>()?,
+            },
+            growth: GrowthLimits {
+                max_reserved_bytes_per_window: size(
+                    "growth.max_reserved_bytes_per_window",
+                    f.growth.max_reserved_bytes_per_window,
+                )?,
             },
             memory: MemoryLimits {
                 peak_requested,

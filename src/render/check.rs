@@ -37,6 +37,13 @@ pub fn case_detail(c: &Case) -> String {
             bytes(c.value),
             stack()
         ),
+        Limit::MaxReservedBytesPerWindow if c.value == 0 => {
+            "reserved memory does not grow apart from live memory".into()
+        }
+        Limit::MaxReservedBytesPerWindow => format!(
+            "cached free memory grows by {} per window while live memory does not (`leakscope leaks` names the cause)",
+            bytes(c.value)
+        ),
         Limit::SiteBytesPerWindow(_) if c.site.is_none() => "no matching site grows".into(),
         Limit::SiteBytesPerWindow(_) => {
             format!("{site} grows by {} per window", bytes(c.value))

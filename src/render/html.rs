@@ -594,10 +594,22 @@ fn leaks_section(h: &mut String, d: &DeviceReport) {
             escape(&super::reserved::cause_text(g))
         );
     }
+    if let Some(g) = &l.gc_held {
+        let lines: Vec<String> = super::gc_held::sites_text(g)
+            .iter()
+            .map(|s| escape(s))
+            .collect();
+        let _ = write!(
+            h,
+            "<p id=\"gc-held-{n}\" class=\"warn\"><b>{}</b><br>{}</p>",
+            escape(&super::gc_held::headline(g)),
+            lines.join("<br>")
+        );
+    }
     if !l.not_suspects.is_empty() {
         let _ = write!(
             h,
-            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight, too late to judge)</summary><table id=\"others-{n}\" class=\"growth\">{head}<tbody>",
+            "<details><summary>{} other growing sites (warm-up, bounded, sporadic, in flight, too late to judge, held until GC)</summary><table id=\"others-{n}\" class=\"growth\">{head}<tbody>",
             count(l.not_suspects.len() as u64 + d.leak_rows_left_out.1)
         );
         for g in &l.not_suspects {

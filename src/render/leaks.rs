@@ -202,7 +202,9 @@ fn others_text(r: &DeviceLeaks, by: &str, style: Style, o: &mut String) {
     let _ = writeln!(
         o,
         "{}",
-        style.bold("not suspects (warm-up, bounded, sporadic, in flight, too late to judge)")
+        style.bold(
+            "not suspects (warm-up, bounded, sporadic, in flight, too late to judge, held until GC)"
+        )
     );
     let mut t = Table::new(&[
         ("held at most", Align::Right),
@@ -309,6 +311,13 @@ pub fn device_text(r: &DeviceLeaks, by: &str, style: Style) -> String {
         o.push('\n');
         let _ = writeln!(o, "{}", style.bold(&super::reserved::headline(g)));
         let _ = writeln!(o, "  {}", super::reserved::cause_text(g));
+    }
+    if let Some(g) = &r.gc_held {
+        o.push('\n');
+        let _ = writeln!(o, "{}", style.bold(&super::gc_held::headline(g)));
+        for line in super::gc_held::sites_text(g) {
+            let _ = writeln!(o, "  {line}");
+        }
     }
     if !r.not_suspects.is_empty() {
         others_text(r, by, style, &mut o);

@@ -7,6 +7,7 @@ pub mod check;
 pub mod compare_at;
 pub mod consistency;
 pub mod flamegraph;
+pub mod gc_held;
 pub mod html;
 pub mod json;
 pub mod junit;
