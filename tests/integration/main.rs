@@ -1,6 +1,7 @@
 //! The one integration-test binary (ripgrep's habit): each module covers one area.
 
 mod adversarial;
+mod allocator;
 mod attribution;
 mod check;
 mod cli;

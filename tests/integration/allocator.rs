@@ -1,0 +1,373 @@
+//! Allocator-aware diagnosis (issue 38): memory pools, reserved growth, memory held until
+//! garbage collection, and OOM advice that reads the allocator settings. Expected numbers
+//! come from the generator's model (`fixtures/scenarios/*.truth.json`) and, for the real
+//! corpus, from CPython's `pickle`.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn scenario(stem: &str) -> String {
+    fixture(&format!("scenarios/{stem}.pickle"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A device's truth field, else the file's (single-device files hold it at the top).
+fn field<'t>(file: &'t Value, dev: &'t Value, key: &str) -> &'t Value {
+    match dev.get(key) {
+        Some(v) => v,
+        None => &file[key],
+    }
+}
+
+#[test]
+fn pools_match_ground_truth_in_every_scenario() {
+    let mut checked = 0;
+    for (stem, file_truth) in scenario_truths() {
+        let Some(_) = device_truths(&file_truth).first() else {
+            continue;
+        };
+        let summary = leakscope_json(&["summary", &scenario(&stem)]);
+        for (dev, truth) in device_truths(&file_truth) {
+            let Some(expected) = field(&file_truth, &truth, "pools").as_array() else {
+                continue;
+            };
+            let got = device_of(&summary, dev, &stem)["pools"]
+                .as_array()
+                .expect("pools")
+                .clone();
+            assert_eq!(got.len(), expected.len(), "{stem} device {dev}: pool count");
+            for (g, e) in got.iter().zip(expected) {
+                for f in [
+                    "pool_id",
+                    "private",
+                    "reserved_bytes",
+                    "allocated_bytes",
+                    "requested_bytes",
+                    "segments",
+                ] {
+                    assert_eq!(g[f], e[f], "{stem} device {dev}: pool {} {f}", e["pool_id"]);
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "pools checked on {checked} devices");
+}
+
+#[test]
+fn graph_pool_is_named_and_grouped_apart() {
+    let truth = read_json(&fixture("scenarios/cuda_graph_pool.truth.json"));
+    let private = &truth["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["private"] == true)
+        .expect("the graph's pool")
+        .clone();
+    // `top --by pool` at the end: the live bytes of each pool are its blocks' requests.
+    let top = leakscope_json(&["top", &scenario("cuda_graph_pool"), "--by", "pool"]);
+    let rows = top["devices"][0]["rows"].as_array().expect("rows");
+    let row = rows
+        .iter()
+        .find(|r| r["site"]["label"] == "private pool (0, 1)")
+        .expect("a row for the private pool");
+    assert_eq!(row["bytes"], private["requested_bytes"]);
+    let total: u64 = rows.iter().map(|r| r["bytes"].as_u64().unwrap()).sum();
+    let site = leakscope_json(&["top", &scenario("cuda_graph_pool")]);
+    let by_site: u64 = site["devices"][0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, by_site, "the pools split what the sites hold");
+    // The segment map marks the private pool's segments, and its pools add up.
+    let seg = leakscope_json(&["segments", &scenario("cuda_graph_pool")]);
+    let d = &seg["devices"][0];
+    let in_private: u64 = d["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["pool_id"] == serde_json::json!([0, 1]))
+        .map(|s| s["total_size"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_private, private["reserved_bytes"].as_u64().unwrap());
+    let (_, text, _) = run_cli(&["summary", &scenario("cuda_graph_pool")]);
+    assert!(text.contains("(0, 1) private"), "{text}");
+    assert!(text.contains("created at"), "{text}");
+}
+
+#[test]
+fn reserved_growth_matches_ground_truth_in_every_scenario() {
+    let mut found = 0;
+    for (stem, file_truth) in scenario_truths() {
+        if file_truth.get("files").is_some() || stem.starts_with("series_") {
+            continue; // rank folders and series are read per file elsewhere
+        }
+        let leaks = leakscope_json(&["leaks", &scenario(&stem)]);
+        for (dev, truth) in device_truths(&file_truth) {
+            let got = &device_of(&leaks, dev, &stem)["reserved_growth"];
+            let want = field(&file_truth, &truth, "reserved_growth");
+            if want.is_null() {
+                assert!(got.is_null(), "{stem} device {dev}: no reserved growth, got {got}");
+                continue;
+            }
+            found += 1;
+            let rate = got["bytes_per_window"].as_f64().unwrap();
+            let expected = want["bytes_per_window"].as_f64().unwrap();
+            assert!(
+                (rate - expected).abs() <= 0.1 * expected,
+                "{stem}: {rate} per window, truth {expected}"
+            );
+            for f in ["windows_growing", "onset_window", "cause"] {
+                assert_eq!(got[f], want[f], "{stem}: {f}");
+            }
+            let mut streams: Vec<i64> = got["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["stream"].as_i64().unwrap())
+                .collect();
+            let mut truth_streams: Vec<i64> = want["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_i64().unwrap())
+                .collect();
+            streams.sort_unstable();
+            truth_streams.sort_unstable();
+            assert_eq!(streams, truth_streams, "{stem}: the abandoned streams");
+            assert!(
+                device_of(&leaks, dev, &stem)["suspects"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty(),
+                "{stem}: reserved growth is no leak suspect"
+            );
+        }
+    }
+    assert_eq!(found, 1, "one scenario grows its cache");
+}
+
+#[test]
+fn gc_held_matches_ground_truth_in_every_scenario() {
+    let mut found = 0;
+    for (stem, file_truth) in scenario_truths() {
+        if file_truth.get("files").is_some() || stem.starts_with("series_") {
+            continue;
+        }
+        let leaks = leakscope_json(&["leaks", &scenario(&stem)]);
+        for (dev, truth) in device_truths(&file_truth) {
+            let d = device_of(&leaks, dev, &stem);
+            let got = &d["gc_held"];
+            let want = field(&file_truth, &truth, "gc_held");
+            if want.is_null() {
+                assert!(got.is_null(), "{stem} device {dev}: no collection, got {got}");
+                continue;
+            }
+            found += 1;
+            for f in [
+                "collections",
+                "event_indices",
+                "bytes_per_collection",
+                "period_windows",
+            ] {
+                assert_eq!(got[f], want[f], "{stem}: {f}");
+            }
+            let windows: Vec<Value> = got["windows"].as_array().unwrap().to_vec();
+            assert_eq!(Value::Array(windows), want["windows"], "{stem}: windows");
+            for (site, bytes) in want["sites"].as_object().unwrap() {
+                let row = got["sites"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["site"]["label"] == *site)
+                    .unwrap_or_else(|| panic!("{stem}: no gc-held site {site}"));
+                assert_eq!(&row["bytes"], bytes, "{stem}: {site}");
+            }
+            assert!(d["suspects"].as_array().unwrap().is_empty(), "{stem}: not a leak");
+            let kinds: Vec<&Value> = d["not_suspects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|g| want["sites"].get(g["site"]["label"].as_str().unwrap()).is_some())
+                .map(|g| &g["kind"])
+                .collect();
+            assert!(
+                !kinds.is_empty() && kinds.iter().all(|k| *k == "gc-held"),
+                "{stem}: the collected site is gc-held: {kinds:?}"
+            );
+        }
+    }
+    assert_eq!(found, 1, "one scenario holds memory until gc");
+}
+
+#[test]
+fn fragmentation_advice_with_expandable_segments_on_reads_the_setting() {
+    let truth = read_json(&fixture("scenarios/expandable_fragmentation_oom.truth.json"));
+    let t = &truth["oom"];
+    let oom = leakscope_json(&["oom", &scenario("expandable_fragmentation_oom")]);
+    let d = &oom["devices"][0];
+    for (ours, theirs) in [
+        ("reserved_bytes", "reserved_bytes"),
+        ("allocated_bytes", "allocated_bytes"),
+        ("cached_free_bytes", "cached_free_bytes"),
+        ("cached_free_in_pool_bytes", "cached_free_bytes_in_pool"),
+        ("largest_free_block_bytes", "largest_free_block_bytes"),
+        ("would_fit_if_contiguous", "would_fit_if_contiguous"),
+    ] {
+        assert_eq!(d[ours], t[theirs], "{ours}");
+    }
+    assert_eq!(d["oom"]["request_bytes"], t["requested_bytes"]);
+    let advice = d["advice"].as_array().unwrap();
+    let frag = advice
+        .iter()
+        .find(|a| a["kind"] == "fragmentation")
+        .expect("fragmentation advice");
+    assert_eq!(frag["settings"]["expandable_segments"], true);
+    assert_eq!(
+        frag["settings"]["conf"],
+        t["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"]
+    );
+    assert!(
+        !frag["pinning"].as_array().unwrap().is_empty(),
+        "the blocks pinning the free space are named"
+    );
+    let (_, text, _) = run_cli(&["oom", &scenario("expandable_fragmentation_oom")]);
+    assert!(text.contains("expandable_segments on"), "{text}");
+    assert!(text.contains("already on"), "{text}");
+    assert!(
+        !text.contains("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "never advise what is set: {text}"
+    );
+    // Off (the other fragmentation scenario): the advice is to turn them on.
+    let (_, text, _) = run_cli(&["oom", &scenario("fragmentation_oom")]);
+    assert!(text.contains("expandable_segments off"), "{text}");
+    assert!(text.contains("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "{text}");
+}
+
+#[test]
+fn reserved_growth_budget_fails_the_growing_cache_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = dir.path().join("budget.toml");
+    std::fs::write(&budget, "[growth]\nmax_reserved_bytes_per_window = \"16 MiB\"\n").unwrap();
+    let b = budget.to_string_lossy();
+    let (code, text, _) = run_cli(&["check", &scenario("stream_per_call"), "--budget", &b]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("growth.max_reserved_bytes_per_window: 64.0 MiB"), "{text}");
+    let (code, text, _) = run_cli(&["check", &scenario("cuda_graph_pool"), "--budget", &b]);
+    assert_eq!(code, 0, "{text}");
+}
+
+fn corpus_snapshots(corpus: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = walk(corpus);
+    files.retain(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        !name.ends_with(".md") && name != "SHA256SUMS"
+    });
+    files.sort();
+    files
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn corpus_pools_add_up_to_reserved() {
+    let Some(corpus) = corpus("corpus_pools_add_up_to_reserved") else {
+        return;
+    };
+    let files = corpus_snapshots(&corpus);
+    assert!(files.len() >= 18, "{} corpus files", files.len());
+    for path in &files {
+        let p = path.to_string_lossy();
+        let s = leakscope_json(&["summary", &p]);
+        for d in s["devices"].as_array().unwrap() {
+            let pools = d["pools"].as_array().unwrap();
+            for (sum, total) in [
+                ("reserved_bytes", "reserved_bytes"),
+                ("allocated_bytes", "allocated_bytes"),
+                ("segments", "segments"),
+            ] {
+                let got: u64 = pools.iter().map(|x| x[sum].as_u64().unwrap()).sum();
+                assert_eq!(got, d[total].as_u64().unwrap(), "{p} device {}: {sum}", d["device"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn corpus_oom_advice_states_the_recorded_settings() {
+    let Some(corpus) = corpus("corpus_oom_advice_states_the_recorded_settings") else {
+        return;
+    };
+    let mut advised = 0;
+    for path in corpus_snapshots(&corpus) {
+        let p = path.to_string_lossy();
+        let oom = leakscope_json(&["oom", &p]);
+        let with_advice: Vec<&Value> = oom["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["oom"]["found"] == true && !d["advice"].as_array().unwrap().is_empty())
+            .collect();
+        if with_advice.is_empty() {
+            continue;
+        }
+        // What the file recorded, read by CPython.
+        let recorded = cpython_settings(&path);
+        for d in with_advice {
+            for a in d["advice"].as_array().unwrap() {
+                let s = &a["settings"];
+                let expandable = recorded["expandable_segments"].as_bool().or_else(|| {
+                    recorded["PYTORCH_CUDA_ALLOC_CONF"]
+                        .as_str()
+                        .map(|c| c.contains("expandable_segments:True"))
+                });
+                if let Some(e) = expandable {
+                    assert_eq!(s["expandable_segments"], e, "{p}: {a}");
+                }
+                let conf = recorded["PYTORCH_CUDA_ALLOC_CONF"]
+                    .as_str()
+                    .or(recorded["PYTORCH_NPU_ALLOC_CONF"].as_str())
+                    .filter(|c| !c.trim().is_empty());
+                assert_eq!(s["conf"].as_str(), conf, "{p}");
+                advised += 1;
+            }
+            let (_, text, _) = run_cli(&["oom", &p]);
+            assert!(text.contains("allocator settings read: expandable_segments"), "{p}: {text}");
+        }
+    }
+    assert!(advised > 0, "some corpus OOM gets advice");
+}
+
+/// The file's `allocator_settings` (an empty object when it has none), as CPython reads it.
+fn cpython_settings(path: &std::path::Path) -> Value {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,pickle,sys\n\
+             d=pickle.load(open(sys.argv[1],'rb'))\n\
+             s=d.get('allocator_settings', {}) if isinstance(d, dict) else {}\n\
+             json.dump({k: v for k, v in s.items() if isinstance(v, (bool, int, float, str))}, sys.stdout)",
+        ])
+        .arg(path)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("python wrote JSON")
+}
