@@ -20,7 +20,7 @@ class Result:
     Example::
 
         r = leakscope.load("run.pickle").leaks()
-        r.to_dict()["schema"]      # 'leakscope.leaks/7'
+        r.to_dict()["schema"]      # 'leakscope.leaks/8'
         r.to_pandas()              # one row per growing site
     """
 
@@ -41,7 +41,7 @@ class Result:
 
     @property
     def schema(self) -> str:
-        """The JSON schema name and version, for example ``leakscope.leaks/7``."""
+        """The JSON schema name and version, for example ``leakscope.leaks/8``."""
         return self._data.get("schema", "")
 
     def to_dict(self) -> dict:

@@ -72,7 +72,7 @@ class Snapshot:
               focus: Optional[str] = None, python_only: bool = False,
               keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
         """The call sites whose memory grows per window (micro-batch)
-        (``leakscope leaks --json``, schema ``leakscope.leaks/7``).
+        (``leakscope leaks --json``, schema ``leakscope.leaks/8``).
 
         ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
         ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
@@ -206,7 +206,7 @@ class Snapshot:
                focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False,
                roles: Optional[PathLike] = None, max_allocations: int = 3000) -> Result:
         """The self-contained HTML report, written to ``path`` when given; returns its
-        data (``leakscope report --json``, schema ``leakscope.report/6``).
+        data (``leakscope report --json``, schema ``leakscope.report/7``).
 
         Example::
 

@@ -157,7 +157,7 @@ def check_leaks(
     ``windows`` and ``within`` are those of :func:`leakscope.testing.assert_no_leaks`,
     which this calls. When it fails and ``report_dir`` is given, the snapshot is pickled
     and an HTML report with the same windows written there (:func:`report_paths` of
-    ``nodeid``), and the ``AssertionError`` names both files. Returns the ``leakscope.leaks/7`` report.
+    ``nodeid``), and the ``AssertionError`` names both files. Returns the ``leakscope.leaks/8`` report.
 
     >>> with open("run.pickle", "rb") as f:  # doctest: +SKIP
     ...     check_leaks(pickle.load(f), "1 MiB", windows="auto", report_dir="out")

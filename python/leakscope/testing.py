@@ -153,7 +153,7 @@ def assert_no_leaks(
     its rate (readable and exact), how many windows grew of how many, since which window,
     the device and how its windows were made. Also raises ``AssertionError`` when no device
     can be judged (no verdicts, or a single window): a leak check that cannot see growth
-    does not pass. Returns the ``leakscope.leaks/7`` report (a dict) otherwise.
+    does not pass. Returns the ``leakscope.leaks/8`` report (a dict) otherwise.
 
     >>> assert_no_leaks("control.pickle", "1 MiB")  # doctest: +SKIP
     >>> assert_no_leaks(snapshot, 2**20, windows=r"annotation:^step$")  # doctest: +SKIP

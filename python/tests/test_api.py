@@ -210,7 +210,7 @@ def test_flamegraph_and_report_files(tmp_path):
     total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.splitlines() if line)
     assert total == snap.top(at="peak").to_dict()["devices"][0]["total_bytes"]
     data = snap.report(tmp_path / "r.html")
-    assert data.schema == "leakscope.report/6"
+    assert data.schema == "leakscope.report/7"
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 

@@ -46,7 +46,7 @@ def test_kept_logits_are_a_leak_per_snapshot():
     files = [SCENARIOS / "series_kept_per_step" / f for f in t["files"]]
     r = leakscope.load_series(files).leaks()
     d = r.to_dict()
-    assert d["schema"] == "leakscope.leaks/7"
+    assert d["schema"] == "leakscope.leaks/8"
     dev = d["devices"][0]
     assert dev["windows"]["source"] == "snapshots"
     top = dev["suspects"][0]

@@ -116,7 +116,7 @@ impl Baseline {
             }
             "leakscope.leaks/1" => devices.push((device(&v), from_suspects(&v["suspects"]))),
             "leakscope.leaks/2" | "leakscope.leaks/3" | "leakscope.leaks/5"
-            | "leakscope.leaks/6" | "leakscope.leaks/7" => {
+            | "leakscope.leaks/6" | "leakscope.leaks/7" | "leakscope.leaks/8" => {
                 for d in v["devices"].as_array().into_iter().flatten() {
                     devices.push((device(d), from_suspects(&d["suspects"])));
                 }

@@ -131,7 +131,7 @@ pub struct LeaksCmd {
     pub analysis: Analysis,
     #[command(flatten)]
     pub leak: LeakArgs,
-    /// Print JSON (schema leakscope.leaks/7)
+    /// Print JSON (schema leakscope.leaks/8)
     #[arg(long)]
     pub json: bool,
 }
@@ -160,7 +160,7 @@ pub struct OomCmd {
     pub file: PathBuf,
     #[command(flatten)]
     pub analysis: Analysis,
-    /// Print JSON (schema leakscope.oom/4)
+    /// Print JSON (schema leakscope.oom/5)
     #[arg(long)]
     pub json: bool,
 }
@@ -324,7 +324,7 @@ pub struct ReportCmd {
     pub analysis: Analysis,
     #[command(flatten)]
     pub drawn: DrawnArgs,
-    /// Print the report's data as JSON (schema leakscope.report/6) instead of writing HTML
+    /// Print the report's data as JSON (schema leakscope.report/7) instead of writing HTML
     #[arg(long)]
     pub json: bool,
 }

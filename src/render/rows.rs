@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 /// One row of a table: column name -> value, in column order.
 pub type Row = Map<String, Value>;
 
-/// The main table of a `--json` document, chosen by its `schema` (`leakscope.leaks/7` ->
+/// The main table of a `--json` document, chosen by its `schema` (`leakscope.leaks/8` ->
 /// the leaks table); `None` for a document of no known schema.
 ///
 /// ```

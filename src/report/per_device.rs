@@ -64,7 +64,7 @@ pub struct PerDevice<T> {
     pub disagreements: Vec<crate::replay::Consistency>,
 }
 
-/// `leakscope leaks` (`leakscope.leaks/7`).
+/// `leakscope leaks` (`leakscope.leaks/8`).
 pub type LeaksReport = PerDevice<DeviceLeaks>;
 /// `leakscope windows` (`leakscope.windows/4`).
 pub type WindowsReport = PerDevice<Windows>;
@@ -77,7 +77,7 @@ pub type TopReport = PerDevice<DeviceTop>;
 pub type TreeReport = PerDevice<DeviceTree>;
 /// `leakscope segments` (`leakscope.segments/3`).
 pub type SegmentsReport = PerDevice<DeviceSegments>;
-/// `leakscope oom` (`leakscope.oom/4`): the devices with an `oom` event, or every
+/// `leakscope oom` (`leakscope.oom/5`): the devices with an `oom` event, or every
 /// selected device's end state when none has one.
 pub type OomReport = PerDevice<DeviceOom>;
 

@@ -1,7 +1,7 @@
 //! Schema names, in one place.
 
 /// [`super::LeaksReport`].
-pub const LEAKS: &str = "leakscope.leaks/7";
+pub const LEAKS: &str = "leakscope.leaks/8";
 /// [`super::WindowsReport`].
 pub const WINDOWS: &str = "leakscope.windows/4";
 /// [`super::PhasesReport`].
@@ -15,7 +15,7 @@ pub const TIMELINE: &str = crate::analysis::allocations::SCHEMA;
 /// [`super::SegmentsReport`].
 pub const SEGMENTS: &str = "leakscope.segments/3";
 /// [`super::OomReport`].
-pub const OOM: &str = "leakscope.oom/4";
+pub const OOM: &str = "leakscope.oom/5";
 /// [`super::CompareReport`].
 pub const COMPARE: &str = "leakscope.compare/3";
 /// [`super::CompareAtReport`].
@@ -27,7 +27,7 @@ pub const CHECK: &str = "leakscope.check/5";
 /// [`super::RanksReport`].
 pub const RANKS: &str = "leakscope.ranks/5";
 /// [`super::ReportData`].
-pub const REPORT: &str = "leakscope.report/6";
+pub const REPORT: &str = "leakscope.report/7";
 /// [`super::SliceReport`].
 pub const SLICE: &str = "leakscope.slice/1";
 /// `analysis::summary::Summary` (its shape did not change with devices).

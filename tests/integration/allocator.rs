@@ -113,7 +113,10 @@ fn reserved_growth_matches_ground_truth_in_every_scenario() {
             let got = &device_of(&leaks, dev, &stem)["reserved_growth"];
             let want = field(&file_truth, &truth, "reserved_growth");
             if want.is_null() {
-                assert!(got.is_null(), "{stem} device {dev}: no reserved growth, got {got}");
+                assert!(
+                    got.is_null(),
+                    "{stem} device {dev}: no reserved growth, got {got}"
+                );
                 continue;
             }
             found += 1;
@@ -166,7 +169,10 @@ fn gc_held_matches_ground_truth_in_every_scenario() {
             let got = &d["gc_held"];
             let want = field(&file_truth, &truth, "gc_held");
             if want.is_null() {
-                assert!(got.is_null(), "{stem} device {dev}: no collection, got {got}");
+                assert!(
+                    got.is_null(),
+                    "{stem} device {dev}: no collection, got {got}"
+                );
                 continue;
             }
             found += 1;
@@ -189,12 +195,19 @@ fn gc_held_matches_ground_truth_in_every_scenario() {
                     .unwrap_or_else(|| panic!("{stem}: no gc-held site {site}"));
                 assert_eq!(&row["bytes"], bytes, "{stem}: {site}");
             }
-            assert!(d["suspects"].as_array().unwrap().is_empty(), "{stem}: not a leak");
+            assert!(
+                d["suspects"].as_array().unwrap().is_empty(),
+                "{stem}: not a leak"
+            );
             let kinds: Vec<&Value> = d["not_suspects"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|g| want["sites"].get(g["site"]["label"].as_str().unwrap()).is_some())
+                .filter(|g| {
+                    want["sites"]
+                        .get(g["site"]["label"].as_str().unwrap())
+                        .is_some()
+                })
                 .map(|g| &g["kind"])
                 .collect();
             assert!(
@@ -208,7 +221,9 @@ fn gc_held_matches_ground_truth_in_every_scenario() {
 
 #[test]
 fn fragmentation_advice_with_expandable_segments_on_reads_the_setting() {
-    let truth = read_json(&fixture("scenarios/expandable_fragmentation_oom.truth.json"));
+    let truth = read_json(&fixture(
+        "scenarios/expandable_fragmentation_oom.truth.json",
+    ));
     let t = &truth["oom"];
     let oom = leakscope_json(&["oom", &scenario("expandable_fragmentation_oom")]);
     let d = &oom["devices"][0];
@@ -247,18 +262,28 @@ fn fragmentation_advice_with_expandable_segments_on_reads_the_setting() {
     // Off (the other fragmentation scenario): the advice is to turn them on.
     let (_, text, _) = run_cli(&["oom", &scenario("fragmentation_oom")]);
     assert!(text.contains("expandable_segments off"), "{text}");
-    assert!(text.contains("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "{text}");
+    assert!(
+        text.contains("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "{text}"
+    );
 }
 
 #[test]
 fn reserved_growth_budget_fails_the_growing_cache_only() {
     let dir = tempfile::tempdir().unwrap();
     let budget = dir.path().join("budget.toml");
-    std::fs::write(&budget, "[growth]\nmax_reserved_bytes_per_window = \"16 MiB\"\n").unwrap();
+    std::fs::write(
+        &budget,
+        "[growth]\nmax_reserved_bytes_per_window = \"16 MiB\"\n",
+    )
+    .unwrap();
     let b = budget.to_string_lossy();
     let (code, text, _) = run_cli(&["check", &scenario("stream_per_call"), "--budget", &b]);
     assert_eq!(code, 1, "{text}");
-    assert!(text.contains("growth.max_reserved_bytes_per_window: 64.0 MiB"), "{text}");
+    assert!(
+        text.contains("growth.max_reserved_bytes_per_window: 64.0 MiB"),
+        "{text}"
+    );
     let (code, text, _) = run_cli(&["check", &scenario("cuda_graph_pool"), "--budget", &b]);
     assert_eq!(code, 0, "{text}");
 }
@@ -304,7 +329,12 @@ fn corpus_pools_add_up_to_reserved() {
                 ("segments", "segments"),
             ] {
                 let got: u64 = pools.iter().map(|x| x[sum].as_u64().unwrap()).sum();
-                assert_eq!(got, d[total].as_u64().unwrap(), "{p} device {}: {sum}", d["device"]);
+                assert_eq!(
+                    got,
+                    d[total].as_u64().unwrap(),
+                    "{p} device {}: {sum}",
+                    d["device"]
+                );
             }
         }
     }
@@ -349,7 +379,10 @@ fn corpus_oom_advice_states_the_recorded_settings() {
                 advised += 1;
             }
             let (_, text, _) = run_cli(&["oom", &p]);
-            assert!(text.contains("allocator settings read: expandable_segments"), "{p}: {text}");
+            assert!(
+                text.contains("allocator settings read: expandable_segments"),
+                "{p}: {text}"
+            );
         }
     }
     assert!(advised > 0, "some corpus OOM gets advice");
@@ -368,6 +401,11 @@ fn cpython_settings(path: &std::path::Path) -> Value {
         .arg(path)
         .output()
         .expect("python3 runs");
-    assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("python wrote JSON")
 }

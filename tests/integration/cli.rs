@@ -182,7 +182,7 @@ fn top_table_json_and_usage_errors() {
         (vec!["top", f, "--device", "7"], "no device 7"),
         (
             vec!["top", f, "--by", "colour"],
-            "group by site, user, stack, file, function, role, annotation, metadata or compile",
+            "group by site, user, stack, file, function, role, annotation, metadata, compile or pool",
         ),
         (vec!["top", f, "--focus", "("], "--focus"),
         (vec!["top", f, "--device", "gpu1"], "use a device index"),

@@ -28,6 +28,7 @@ fn kind(s: &str) -> Kind {
         "sporadic" => Kind::Sporadic,
         "in-flight" => Kind::InFlight,
         "late" => Kind::Late,
+        "gc-held" => Kind::GcHeld,
         other => panic!("no kind {other}"),
     }
 }
@@ -264,7 +265,7 @@ fn a_leak_on_the_second_device_is_found() {
             .to_str()
             .unwrap(),
     ]);
-    assert_eq!(v["schema"], "leakscope.leaks/7");
+    assert_eq!(v["schema"], "leakscope.leaks/8");
     assert_eq!(
         v["devices"][1]["suspects"][0]["site"]["name"],
         "create_tensor_recv_prev"

@@ -8,7 +8,7 @@ use crate::common::*;
 /// `oom --json`'s explanation of the file's one explained device.
 fn oom_json(path: &std::path::Path) -> serde_json::Value {
     let v = leakscope_json(&["oom", path.to_str().unwrap()]);
-    assert_eq!(v["schema"], "leakscope.oom/4");
+    assert_eq!(v["schema"], "leakscope.oom/5");
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 1, "one device explained");
     devices[0].clone()

@@ -73,7 +73,7 @@ fn report_pages_are_offline_small_and_match_the_truth() {
             "{name}: the page forbids loads"
         );
         let data = embedded_data(&html);
-        assert_eq!(data["schema"], "leakscope.report/6");
+        assert_eq!(data["schema"], "leakscope.report/7");
         for (device, truth) in device_truths(&truth) {
             let d = device_of(&data, device, &name);
             check_device_page(&name, &html, d, &truth);
