@@ -207,7 +207,7 @@ fn describe(replay: &Replay, windows: &Windows, attr: &mut Attributor, found: &[
         .collect();
     let gaps: Vec<u64> = at
         .windows(2)
-        .filter_map(|p| Some(p[1]?.checked_sub(p[0]?)?))
+        .filter_map(|p| p[1]?.checked_sub(p[0]?))
         .collect();
     let period = match gaps.first() {
         Some(&g) if g > 0 && gaps.iter().all(|&x| x == g) => Some(g),
