@@ -222,6 +222,7 @@ def test_the_installed_command_prints_what_the_cargo_binary_prints():
                          ROOT / "target" / "debug" / "leakscope") if b.exists()]
     if script is None or not cargo:
         pytest.skip("needs both the installed command and a cargo-built binary")
+    cargo = [max(cargo, key=lambda b: b.stat().st_mtime)]  # the newest, as cli() takes it
     f = str(ROOT / "fixtures" / "scenarios" / "pp_last_stage_recv_pinned.pickle")
     for args in (["leaks", "--json", f], ["leaks", f], ["top", "--at", "peak", f]):
         ours = subprocess.run([script] + args, capture_output=True, env={**os.environ, "NO_COLOR": "1"})
