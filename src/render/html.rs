@@ -310,12 +310,11 @@ fn flame_frame(h: &mut String, id: &str, svg: &str, shown: bool) {
 
 fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
     let n = d.device;
-    let totals = data
-        .summary
-        .devices
-        .iter()
-        .find(|s| s.device == n)
-        .map(|s| &s.totals);
+    let summary = data.summary.devices.iter().find(|s| s.device == n);
+    let totals = summary.map(|s| &s.totals);
+    let private: Vec<&crate::analysis::pools::PoolRow> = summary
+        .map(|s| s.pools.iter().filter(|p| p.private).collect())
+        .unwrap_or_default();
     let _ = write!(h, "<div class=\"cards\" id=\"summary-{n}\">");
     let mut card = |id: &str, label: &str, value: String, attr: Option<u64>| {
         let _ = write!(
@@ -358,6 +357,33 @@ fn cards(h: &mut String, data: &ReportData, d: &DeviceReport) {
             "Allocated at the end",
             num(t.allocated_bytes),
             Some(t.allocated_bytes),
+        );
+    }
+    if !private.is_empty() {
+        // A private pool's free memory serves only its own allocations: say so beside the
+        // totals it is folded into.
+        let lines: Vec<String> = private
+            .iter()
+            .map(|p| {
+                format!(
+                    "<div class=\"sub\">{}: {} reserved, {} allocated, {} free{}</div>",
+                    p.pool_id,
+                    bytes(p.reserved_bytes),
+                    bytes(p.allocated_bytes),
+                    bytes(p.cached_free_bytes),
+                    p.created_by.as_ref().map_or(String::new(), |s| format!(
+                        "; created at {}",
+                        escape(&s.label)
+                    ))
+                )
+            })
+            .collect();
+        let reserved: u64 = private.iter().map(|p| p.reserved_bytes).sum();
+        card(
+            "card-pools",
+            "Private pools at the end (CUDA graphs, MemPools)",
+            format!("{}{}", num(reserved), lines.join("")),
+            Some(reserved),
         );
     }
     card(

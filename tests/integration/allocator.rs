@@ -3,8 +3,6 @@
 //! come from the generator's model (`fixtures/scenarios/*.truth.json`) and, for the real
 //! corpus, from CPython's `pickle`.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
 use crate::common::*;
@@ -99,6 +97,22 @@ fn graph_pool_is_named_and_grouped_apart() {
     let (_, text, _) = run_cli(&["summary", &scenario("cuda_graph_pool")]);
     assert!(text.contains("(0, 1) private"), "{text}");
     assert!(text.contains("created at"), "{text}");
+    // The report names the private pool beside the totals.
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("r.html");
+    let (code, _, err) = run_cli(&[
+        "report",
+        &scenario("cuda_graph_pool"),
+        "-o",
+        &page.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let card = format!(
+        "id=\"card-pools-0\" data-bytes=\"{}\"",
+        private["reserved_bytes"]
+    );
+    assert!(html.contains(&card), "the report's pool card");
 }
 
 #[test]
@@ -288,36 +302,13 @@ fn reserved_growth_budget_fails_the_growing_cache_only() {
     assert_eq!(code, 0, "{text}");
 }
 
-fn corpus_snapshots(corpus: &std::path::Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = walk(corpus);
-    files.retain(|p| {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        !name.ends_with(".md") && name != "SHA256SUMS"
-    });
-    files.sort();
-    files
-}
-
-fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn corpus_pools_add_up_to_reserved() {
     let Some(corpus) = corpus("corpus_pools_add_up_to_reserved") else {
         return;
     };
     let files = corpus_snapshots(&corpus);
-    assert!(files.len() >= 18, "{} corpus files", files.len());
+    assert_eq!(files.len(), 18, "the real corpus");
     for path in &files {
         let p = path.to_string_lossy();
         let s = leakscope_json(&["summary", &p]);

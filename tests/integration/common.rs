@@ -199,6 +199,17 @@ pub fn leakscope_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
+/// The real corpus's snapshots (`cuda/` and `torch_npu/` below `corpus`), by path.
+pub fn corpus_snapshots(corpus: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = ["cuda", "torch_npu"]
+        .iter()
+        .flat_map(|sub| std::fs::read_dir(corpus.join(sub)).expect("a corpus folder"))
+        .map(|e| e.expect("a directory entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
 /// Every scenario with its ground truth: `(name, truth)` for each
 /// `fixtures/scenarios/NAME.truth.json`, sorted by name.
 pub fn scenario_truths() -> Vec<(String, serde_json::Value)> {

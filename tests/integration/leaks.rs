@@ -411,27 +411,23 @@ fn corpus_leaks_reviewed() {
     let Some(corpus) = corpus("corpus_leaks_reviewed") else {
         return;
     };
-    let mut n = 0;
-    for sub in ["cuda", "torch_npu"] {
-        for e in std::fs::read_dir(corpus.join(sub)).unwrap() {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            let all = run_leaks_all(&p, "auto");
-            n += 1;
-            for r in &all.devices {
-                corpus_device(&name, r);
-            }
-            if name.starts_with("snapshot_with_multi_devices") {
-                // Device 0 holds the demo's leak, device 1 nothing that grows.
-                let d0 = all.devices.iter().find(|d| d.device == 0).unwrap();
-                assert_eq!(d0.suspects.len(), 1, "{name}");
-                assert_eq!(d0.suspects[0].bytes_per_window, 41_943_040, "{name}");
-                let d1 = all.devices.iter().find(|d| d.device == 1).unwrap();
-                assert!(d1.suspects.is_empty(), "{name}");
-            }
+    let files = corpus_snapshots(&corpus);
+    for p in &files {
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let all = run_leaks_all(p, "auto");
+        for r in &all.devices {
+            corpus_device(&name, r);
+        }
+        if name.starts_with("snapshot_with_multi_devices") {
+            // Device 0 holds the demo's leak, device 1 nothing that grows.
+            let d0 = all.devices.iter().find(|d| d.device == 0).unwrap();
+            assert_eq!(d0.suspects.len(), 1, "{name}");
+            assert_eq!(d0.suspects[0].bytes_per_window, 41_943_040, "{name}");
+            let d1 = all.devices.iter().find(|d| d.device == 1).unwrap();
+            assert!(d1.suspects.is_empty(), "{name}");
         }
     }
-    assert_eq!(n, 18);
+    assert_eq!(files.len(), 18);
 }
 
 fn corpus_device(name: &str, r: &DeviceLeaks) {
