@@ -174,21 +174,12 @@ fn describe(replay: &Replay, windows: &Windows, attr: &mut Attributor, found: &[
                 .first_alive()
                 .and_then(|e| windows.of_event(e))
                 .map_or(0, |born| died.saturating_sub(born) as u64);
-            let row = match sites.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, r)) => r,
-                None => {
-                    sites.push((
-                        key,
-                        GcSite {
-                            site: attr.site(key).clone(),
-                            bytes: 0,
-                            blocks: 0,
-                            windows_held_max: 0,
-                        },
-                    ));
-                    &mut sites.last_mut().expect("just pushed").1
-                }
-            };
+            let row = super::row_of(&mut sites, key, || GcSite {
+                site: attr.site(key).clone(),
+                bytes: 0,
+                blocks: 0,
+                windows_held_max: 0,
+            });
             row.bytes = row.bytes.saturating_add(l.bytes);
             row.blocks += 1;
             row.windows_held_max = row.windows_held_max.max(held);

@@ -26,4 +26,21 @@ pub mod top;
 pub mod tree;
 
 pub use leaks::{Kind, LeakOptions};
+
+/// The row of `key` in `rows` (kept in first-seen order), made by `new` the first time:
+/// per-site tallies over a few allocations, where a map would be more than the work.
+pub(crate) fn row_of<K: PartialEq, R>(
+    rows: &mut Vec<(K, R)>,
+    key: K,
+    new: impl FnOnce() -> R,
+) -> &mut R {
+    let i = match rows.iter().position(|(k, _)| *k == key) {
+        Some(i) => i,
+        None => {
+            rows.push((key, new()));
+            rows.len() - 1
+        }
+    };
+    &mut rows[i].1
+}
 pub use point::{At, AtError, Point, PointError};

@@ -488,23 +488,14 @@ fn pinning(
                 continue;
             };
             let room = beside.saturating_add(b[j].size) >= need;
-            let row = match rows.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, r)) => r,
-                None => {
-                    rows.push((
-                        key,
-                        Pinning {
-                            site: attr.site(key).clone(),
-                            role: attr.role_name(i).to_string(),
-                            blocks: 0,
-                            bytes: 0,
-                            free_beside_bytes: 0,
-                            would_make_room: false,
-                        },
-                    ));
-                    &mut rows.last_mut().expect("just pushed").1
-                }
-            };
+            let row = super::row_of(&mut rows, key, || Pinning {
+                site: attr.site(key).clone(),
+                role: attr.role_name(i).to_string(),
+                blocks: 0,
+                bytes: 0,
+                free_beside_bytes: 0,
+                would_make_room: false,
+            });
             row.blocks += 1;
             row.bytes = row.bytes.saturating_add(b[j].requested);
             row.free_beside_bytes = row.free_beside_bytes.saturating_add(beside);
