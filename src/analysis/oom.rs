@@ -362,7 +362,11 @@ fn from_state(
         streams: free.streams,
         request_pool_id: memory_pool,
         other_pools_free_bytes: free.other_pools,
-        pools: super::pools::of_state(state),
+        pools: {
+            let mut pools = super::pools::of_state(state);
+            super::pools::name_creators(snap, dev, &mut pools);
+            pools
+        },
         allocator_settings: settings,
         top_holders,
         grew_before: Vec::new(),

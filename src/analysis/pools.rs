@@ -83,9 +83,7 @@ pub fn at_end(snap: &Snapshot, dev: &DeviceView) -> Vec<PoolRow> {
             s.total_size.saturating_sub(active),
         );
     }
-    if rows.iter().any(|r| r.private) {
-        name_creators(snap, dev, &mut rows);
-    }
+    name_creators(snap, dev, &mut rows);
     rows
 }
 
@@ -114,9 +112,13 @@ pub fn of_state(state: &AllocatorState) -> Vec<PoolRow> {
     rows
 }
 
-/// Each private pool's creator: the stack of the earliest `segment_alloc` (or map) in the
-/// trace at one of its segments' addresses, else the stack its first segment recorded.
-fn name_creators(snap: &Snapshot, dev: &DeviceView, rows: &mut [PoolRow]) {
+/// Names each private pool's creator in `rows` (of `dev`, at any point): the site of the
+/// earliest `segment_alloc` (or map) in the trace at one of its final segments' addresses,
+/// else of the stack its first segment recorded.
+pub fn name_creators(snap: &Snapshot, dev: &DeviceView, rows: &mut [PoolRow]) {
+    if !rows.iter().any(|r| r.private) {
+        return;
+    }
     let private: Vec<(u64, PoolId, StackId)> = dev
         .segments
         .iter()

@@ -415,7 +415,9 @@ impl Session {
                 At::End => AllocatorState::at_end(&r.view),
                 _ => AllocatorState::after(&r.view, &r.replay, p.event_index),
             };
-            segments::segments(r.device(), p, &state)
+            let mut map = segments::segments(r.device(), p, &state);
+            crate::analysis::pools::name_creators(r.snapshot(), &r.view, &mut map.pools);
+            map
         })
     }
 

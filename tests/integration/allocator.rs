@@ -94,9 +94,11 @@ fn graph_pool_is_named_and_grouped_apart() {
         .map(|s| s["total_size"].as_u64().unwrap())
         .sum();
     assert_eq!(in_private, private["reserved_bytes"].as_u64().unwrap());
-    let (_, text, _) = run_cli(&["summary", &scenario("cuda_graph_pool")]);
-    assert!(text.contains("(0, 1) private"), "{text}");
-    assert!(text.contains("created at"), "{text}");
+    for cmd in ["summary", "segments"] {
+        let (_, text, _) = run_cli(&[cmd, &scenario("cuda_graph_pool")]);
+        assert!(text.contains("(0, 1) private"), "{cmd}: {text}");
+        assert!(text.contains("created at"), "{cmd}: {text}");
+    }
     // The report names the private pool beside the totals.
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("r.html");
