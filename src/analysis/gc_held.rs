@@ -101,6 +101,9 @@ pub fn gc_held(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> Opt
     let snap = attr.snapshot();
     let trace = snap.trace(replay.device);
     let marked = collector_stacks(snap);
+    if marked.is_empty() {
+        return None; // no frame is the collector's: nothing below can be a collection
+    }
     // The lifetime each free event ends, for allocations born in an earlier window.
     let mut ended: FastMap<u32, usize> = FastMap::default();
     for (i, l) in replay.lifetimes.iter().enumerate() {

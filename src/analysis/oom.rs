@@ -373,16 +373,22 @@ fn from_state(
         advice: Vec::new(),
         reconstruction_unresolved: state.unresolved,
     };
-    let need = r.oom.request_bytes.map(round_up_to_granule);
-    let pins = match need {
-        Some(n) if r.would_fit_if_contiguous == Some(true) && r.largest_free_block_bytes < n => {
-            pinning(state, n, memory_pool)
-        }
-        _ => Vec::new(),
-    };
+    let pins = r
+        .fragmented_need()
+        .map_or_else(Vec::new, |n| pinning(state, n, memory_pool));
     r.advice = advice(&r, &grew_before, guessed, pins);
     r.grew_before = grew_before;
     r
+}
+
+impl DeviceOom {
+    /// The request rounded to a block, when it failed from fragmentation: it would have
+    /// fit in its pool's cached free memory were that one block, and no block was as large.
+    pub fn fragmented_need(&self) -> Option<u64> {
+        let n = round_up_to_granule(self.oom.request_bytes?);
+        (self.would_fit_if_contiguous == Some(true) && self.largest_free_block_bytes < n)
+            .then_some(n)
+    }
 }
 
 /// The explanation of a device without an `oom` event, from the file's final state: its
@@ -419,9 +425,7 @@ fn advice(r: &DeviceOom, grew: &[GrewBefore], guessed: bool, pinning: Vec<Pinnin
     let mut advice = Vec::new();
     let need = r.oom.request_bytes.map(round_up_to_granule);
     let settings = &r.allocator_settings;
-    if let (Some(n), Some(true)) = (need, r.would_fit_if_contiguous)
-        && r.largest_free_block_bytes < n
-    {
+    if let Some(n) = r.fragmented_need() {
         advice.push(Advice::Fragmentation {
             setting: settings.variable,
             settings: settings.clone(),

@@ -171,16 +171,15 @@ pub fn reserved_growth(
         r.saturating_sub(l)
     };
     let half = windows.range(judged[judged.len() / 2]).0;
-    let last_end = windows.range(windows.len() - 1).1;
+    let (last_start, last_end) = windows.range(windows.len() - 1);
     let late_windows = (judged.len() - judged.len() / 2) as f64;
     let late = cached_at(last_end).saturating_sub(cached_at(half)) as f64;
     if late < MIN_SHARE_LATE * median as f64 * late_windows {
         return None;
     }
     let (s, _) = windows.range(onset);
-    let (_, e) = windows.range(windows.len() - 1);
     let (r0, l0) = before(replay, s);
-    let (r1, l1) = before(replay, e);
+    let (r1, l1) = before(replay, last_end);
     let added = r1.saturating_sub(l1).saturating_sub(r0.saturating_sub(l0));
     let grown: u64 = growing.iter().map(|g| g.1).sum();
     let live_change = signed(l1, l0);
@@ -192,7 +191,6 @@ pub fn reserved_growth(
     let end = EndCache::of(view);
     let mut streams: Vec<StreamCache> = Vec::new();
     let spans = stream_spans(view);
-    let last_window = windows.range(windows.len() - 1).0;
     for (&stream, &bytes) in &end.by_stream {
         let span = spans.get(&stream).copied();
         let last_event = span.map(|(_, l)| l);
@@ -200,7 +198,7 @@ pub fn reserved_growth(
             let k = windows.of_event(f);
             k.is_some() && k == windows.of_event(l)
         });
-        if bytes > 0 && (one_window || last_event.is_none_or(|l| l < last_window)) {
+        if bytes > 0 && (one_window || last_event.is_none_or(|l| l < last_start)) {
             streams.push(StreamCache {
                 stream,
                 cached_free_bytes: bytes,

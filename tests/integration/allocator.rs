@@ -117,122 +117,110 @@ fn graph_pool_is_named_and_grouped_apart() {
     assert!(html.contains(&card), "the report's pool card");
 }
 
-#[test]
-fn reserved_growth_matches_ground_truth_in_every_scenario() {
-    let mut found = 0;
+/// Each device of every single-file scenario whose truth has `key`, as `(name, the
+/// device's `leaks --json` entry, its finding, the truth's)`; where the truth's is null,
+/// the finding must be null too, checked here.
+fn findings_against_truth(key: &str) -> Vec<(String, Value, Value, Value)> {
+    let mut found = Vec::new();
     for (stem, file_truth) in scenario_truths() {
         if file_truth.get("files").is_some() || stem.starts_with("series_") {
             continue; // rank folders and series are read per file elsewhere
         }
         let leaks = leakscope_json(&["leaks", &scenario(&stem)]);
         for (dev, truth) in device_truths(&file_truth) {
-            let got = &device_of(&leaks, dev, &stem)["reserved_growth"];
-            let want = field(&file_truth, &truth, "reserved_growth");
+            let d = device_of(&leaks, dev, &stem).clone();
+            let got = d[key].clone();
+            let want = field(&file_truth, &truth, key).clone();
             if want.is_null() {
-                assert!(
-                    got.is_null(),
-                    "{stem} device {dev}: no reserved growth, got {got}"
-                );
+                assert!(got.is_null(), "{stem} device {dev}: no {key}, got {got}");
                 continue;
             }
-            found += 1;
-            let rate = got["bytes_per_window"].as_f64().unwrap();
-            let expected = want["bytes_per_window"].as_f64().unwrap();
-            assert!(
-                (rate - expected).abs() <= 0.1 * expected,
-                "{stem}: {rate} per window, truth {expected}"
-            );
-            for f in ["windows_growing", "onset_window", "cause"] {
-                assert_eq!(got[f], want[f], "{stem}: {f}");
-            }
-            let mut streams: Vec<i64> = got["streams"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["stream"].as_i64().unwrap())
-                .collect();
-            let mut truth_streams: Vec<i64> = want["streams"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_i64().unwrap())
-                .collect();
-            streams.sort_unstable();
-            truth_streams.sort_unstable();
-            assert_eq!(streams, truth_streams, "{stem}: the abandoned streams");
-            assert!(
-                device_of(&leaks, dev, &stem)["suspects"]
-                    .as_array()
-                    .unwrap()
-                    .is_empty(),
-                "{stem}: reserved growth is no leak suspect"
-            );
+            found.push((stem.clone(), d, got, want));
         }
     }
-    assert_eq!(found, 1, "one scenario grows its cache");
+    found
+}
+
+#[test]
+fn reserved_growth_matches_ground_truth_in_every_scenario() {
+    let found = findings_against_truth("reserved_growth");
+    assert_eq!(found.len(), 1, "one scenario grows its cache");
+    for (stem, d, got, want) in &found {
+        let rate = got["bytes_per_window"].as_f64().unwrap();
+        let expected = want["bytes_per_window"].as_f64().unwrap();
+        assert!(
+            (rate - expected).abs() <= 0.1 * expected,
+            "{stem}: {rate} per window, truth {expected}"
+        );
+        for f in ["windows_growing", "onset_window", "cause"] {
+            assert_eq!(got[f], want[f], "{stem}: {f}");
+        }
+        let mut streams: Vec<i64> = got["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["stream"].as_i64().unwrap())
+            .collect();
+        let mut truth_streams: Vec<i64> = want["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_i64().unwrap())
+            .collect();
+        streams.sort_unstable();
+        truth_streams.sort_unstable();
+        assert_eq!(streams, truth_streams, "{stem}: the abandoned streams");
+        assert!(
+            d["suspects"].as_array().unwrap().is_empty(),
+            "{stem}: reserved growth is no leak suspect"
+        );
+    }
 }
 
 #[test]
 fn gc_held_matches_ground_truth_in_every_scenario() {
-    let mut found = 0;
-    for (stem, file_truth) in scenario_truths() {
-        if file_truth.get("files").is_some() || stem.starts_with("series_") {
-            continue;
+    let found = findings_against_truth("gc_held");
+    assert_eq!(found.len(), 1, "one scenario holds memory until gc");
+    for (stem, d, got, want) in &found {
+        for f in [
+            "collections",
+            "event_indices",
+            "bytes_per_collection",
+            "period_windows",
+        ] {
+            assert_eq!(got[f], want[f], "{stem}: {f}");
         }
-        let leaks = leakscope_json(&["leaks", &scenario(&stem)]);
-        for (dev, truth) in device_truths(&file_truth) {
-            let d = device_of(&leaks, dev, &stem);
-            let got = &d["gc_held"];
-            let want = field(&file_truth, &truth, "gc_held");
-            if want.is_null() {
-                assert!(
-                    got.is_null(),
-                    "{stem} device {dev}: no collection, got {got}"
-                );
-                continue;
-            }
-            found += 1;
-            for f in [
-                "collections",
-                "event_indices",
-                "bytes_per_collection",
-                "period_windows",
-            ] {
-                assert_eq!(got[f], want[f], "{stem}: {f}");
-            }
-            let windows: Vec<Value> = got["windows"].as_array().unwrap().to_vec();
-            assert_eq!(Value::Array(windows), want["windows"], "{stem}: windows");
-            for (site, bytes) in want["sites"].as_object().unwrap() {
-                let row = got["sites"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|s| s["site"]["label"] == *site)
-                    .unwrap_or_else(|| panic!("{stem}: no gc-held site {site}"));
-                assert_eq!(&row["bytes"], bytes, "{stem}: {site}");
-            }
-            assert!(
-                d["suspects"].as_array().unwrap().is_empty(),
-                "{stem}: not a leak"
-            );
-            let kinds: Vec<&Value> = d["not_suspects"]
+        let windows: Vec<Value> = got["windows"].as_array().unwrap().to_vec();
+        assert_eq!(Value::Array(windows), want["windows"], "{stem}: windows");
+        for (site, bytes) in want["sites"].as_object().unwrap() {
+            let row = got["sites"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|g| {
-                    want["sites"]
-                        .get(g["site"]["label"].as_str().unwrap())
-                        .is_some()
-                })
-                .map(|g| &g["kind"])
-                .collect();
-            assert!(
-                !kinds.is_empty() && kinds.iter().all(|k| *k == "gc-held"),
-                "{stem}: the collected site is gc-held: {kinds:?}"
-            );
+                .find(|s| s["site"]["label"] == *site)
+                .unwrap_or_else(|| panic!("{stem}: no gc-held site {site}"));
+            assert_eq!(&row["bytes"], bytes, "{stem}: {site}");
         }
+        assert!(
+            d["suspects"].as_array().unwrap().is_empty(),
+            "{stem}: not a leak"
+        );
+        let kinds: Vec<&Value> = d["not_suspects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| {
+                want["sites"]
+                    .get(g["site"]["label"].as_str().unwrap())
+                    .is_some()
+            })
+            .map(|g| &g["kind"])
+            .collect();
+        assert!(
+            !kinds.is_empty() && kinds.iter().all(|k| *k == "gc-held"),
+            "{stem}: the collected site is gc-held: {kinds:?}"
+        );
     }
-    assert_eq!(found, 1, "one scenario holds memory until gc");
 }
 
 #[test]
