@@ -7,23 +7,10 @@ import os
 from typing import Any, Dict, Iterable, Optional, Sequence, Union
 
 from . import _native
+from ._command import command
 from ._results import CheckResult, Result
 
 PathLike = Union[str, "os.PathLike[str]"]
-Device = Union[int, str, None]
-
-
-def _opts(args: Dict[str, Any], *own: str) -> Dict[str, Any]:
-    """A method's keyword arguments (its ``locals()``) as the binding's options, less
-    ``self`` and the method's own arguments ``own``: every keyword the signature has
-    reaches the library, which reads them as the command line's flags (unset ones left
-    out; ``roles`` a path)."""
-    out: Dict[str, Any] = {}
-    for k, v in args.items():
-        if k in own or k in ("self", "__class__") or v is None or v is False:
-            continue
-        out[k] = os.fspath(v) if k == "roles" else v
-    return out
 
 
 class Snapshot:
@@ -54,169 +41,112 @@ class Snapshot:
         """What the loader kept without interpreting, or found inconsistent."""
         return self._native.warnings()
 
+    def _run(self, command: str, options: Dict[str, Any]) -> Result:
+        return Result._from_json(command, self._native.run(command, options))
+
     def summary(self) -> Result:
         """Format, devices, segments, blocks, bytes and trace events
-        (``leakscope summary --json``, schema ``leakscope.summary/2``).
+        (``leakscope summary --json``).
 
-        Example::
-
-            snap.summary().to_dict()["totals"]["reserved_bytes"]
+        Example: ``snap.summary().to_dict()["totals"]["reserved_bytes"]``
         """
         if self._summary is None:
-            self._summary = Result._from_json("summary", self._native.summary())
+            self._summary = self._run("summary", {})
         return self._summary
 
-    def leaks(self, windows: str = "auto", within: Optional[str] = None, by: str = "site",
-              device: Device = None, warmup: int = 0, min_bytes: int = 0,
-              user_code: Optional[str] = None, exclude: Optional[str] = None,
-              focus: Optional[str] = None, python_only: bool = False,
-              keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
-        """The call sites whose memory grows per window (micro-batch)
-        (``leakscope leaks --json``, schema ``leakscope.leaks/8``).
+    @command("leaks")
+    def leaks(self, **options: Any) -> Result:
+        """The call sites whose memory grows per window (micro-batch), each with its memory
+        role (``leakscope leaks --json``).
 
-        ``windows``: ``auto``, ``annotation[:REGEX]``, ``metadata``, ``frame:REGEX``,
-        ``site:REGEX`` or ``every:N``; ``within``: ``annotation:REGEX``; ``by``: ``site``,
-        ``user``, ``stack``, ``file``, ``function`` or ``role``; ``device``: an index
-        (default: all); ``roles``: a TOML file with a ``[roles]`` table (``--roles``).
-        Each suspect names its memory ``role`` (the ``role`` column of ``to_pandas()``).
-
-        Example::
-
-            for s in snap.leaks(windows="annotation:micro_batch").to_dict()["devices"][0]["suspects"]:
-                print(s["site"]["label"], s["bytes_per_window"])
+        Example: ``snap.leaks(windows="annotation:micro_batch").to_pandas()``
         """
-        return Result._from_json("leaks", self._native.leaks(_opts(locals())))
+        return self._run("leaks", options)
 
-    def windows(self, windows: str = "auto", within: Optional[str] = None,
-                device: Device = None, exclude: Optional[str] = None,
-                focus: Optional[str] = None, python_only: bool = False,
-                keep_internal: bool = False, roles: Optional[PathLike] = None) -> Result:
+    @command("windows")
+    def windows(self, **options: Any) -> Result:
         """How the trace is cut into windows, and why (``leakscope windows --json``).
 
-        Example::
-
-            snap.windows().to_dict()["devices"][0]["reason"]
+        Example: ``snap.windows().to_dict()["devices"][0]["reason"]``
         """
-        return Result._from_json("windows", self._native.windows(_opts(locals())))
+        return self._run("windows", options)
 
-    def phases(self, device: Device = None) -> Result:
-        """Memory per annotated phase (``leakscope phases --json``, schema
-        ``leakscope.phases/1``): live bytes at the start, peak and end of each
-        ``record_function`` range (``to_pandas()``: a row each), and per family of names.
+    @command("phases")
+    def phases(self, **options: Any) -> Result:
+        """Memory per annotated phase (``leakscope phases --json``): live bytes at the
+        start, peak and end of each ``record_function`` range, and per family of names.
 
-        Example::
-
-            snap.phases().to_pandas().sort_values("peak_bytes").tail()
+        Example: ``snap.phases().to_pandas().sort_values("peak_bytes").tail()``
         """
-        return Result._from_json("phases", self._native.phases(_opts(locals())))
+        return self._run("phases", options)
 
-    def top(self, at: str = "end", by: str = "site", device: Device = None,
-            limit: Optional[int] = None, user_code: Optional[str] = None,
-            exclude: Optional[str] = None, focus: Optional[str] = None,
-            python_only: bool = False, keep_internal: bool = False,
-            roles: Optional[PathLike] = None) -> Result:
-        """What holds memory at a point: ``end``, ``peak``, ``oom``, ``event:N`` or
-        ``time:US`` (``leakscope top --json``; ``limit`` rows per device, default 20).
-        Each row names the memory ``role`` of most of its bytes; ``by="role"`` groups by
-        role; ``roles``: a TOML file with a ``[roles]`` table (``--roles``).
+    @command("top")
+    def top(self, **options: Any) -> Result:
+        """What holds memory at a point (``leakscope top --json``), each row with the
+        memory role of most of its bytes.
 
-        Example::
-
-            snap.top(at="peak", limit=5).to_pandas()
+        Example: ``snap.top(at="peak", limit=5).to_pandas()``
         """
-        return Result._from_json("top", self._native.top(
-            _opts(locals(), "at", "limit"), at, 20 if limit is None else limit))
+        return self._run("top", options)
 
-    def tree(self, at: str = "end", device: Device = None, exclude: Optional[str] = None,
-             focus: Optional[str] = None, python_only: bool = False,
-             keep_internal: bool = False, by: str = "site",
-             roles: Optional[PathLike] = None, min_share: Optional[float] = None) -> Result:
-        """The call tree of the memory live at a point (``leakscope tree --json``);
-        ``min_share``: the share under which ``str()`` sums nodes up in one line (the
-        command's default when ``None``; the data holds every node);
-        ``by="role"``: a node per memory role under the root (``roles``: a TOML file with a
-        ``[roles]`` table, as ``--roles``).
+    @command("tree")
+    def tree(self, **options: Any) -> Result:
+        """The call tree of the memory live at a point (``leakscope tree --json``; the
+        data holds every node, ``str()`` sums up those under ``min_share``).
 
-        Example::
-
-            snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]
+        Example: ``snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]``
         """
-        return Result._from_json("tree", self._native.tree(
-            _opts(locals(), "at", "min_share"), at, min_share))
+        return self._run("tree", options)
 
-    def segments(self, at: str = "end", device: Device = None) -> Result:
+    @command("segments")
+    def segments(self, **options: Any) -> Result:
         """The segment map at a point (``leakscope segments --json``).
 
-        Example::
-
-            snap.segments(at="oom").to_pandas()
+        Example: ``snap.segments(at="oom").to_pandas()``
         """
-        return Result._from_json("segments", self._native.segments(_opts(locals(), "at"), at))
+        return self._run("segments", options)
 
-    def timeline(self, max_allocations: int = 3000, device: Device = None,
-                 exclude: Optional[str] = None, focus: Optional[str] = None,
-                 python_only: bool = False, keep_internal: bool = False,
-                 roles: Optional[PathLike] = None) -> Result:
-        """Every allocation over the trace (``leakscope timeline --json``, schema
-        ``leakscope.timeline/1``): the ``max_allocations`` largest by bytes x lifetime one
-        by one (``to_pandas()``: a row each, with role and site), the rest summed in
-        ``summarized``, exact after every event.
+    @command("timeline")
+    def timeline(self, **options: Any) -> Result:
+        """Every allocation over the trace (``leakscope timeline --json``): the
+        ``max_allocations`` largest by bytes x lifetime one by one, the rest summed.
 
-        Example::
-
-            t = snap.timeline(max_allocations=500)
-            t.to_pandas().sort_values("bytes").tail()
+        Example: ``snap.timeline(max_allocations=500).to_pandas()``
         """
-        return Result._from_json("timeline", self._native.timeline(
-            _opts(locals(), "max_allocations"), max_allocations))
+        return self._run("timeline", options)
 
-    def oom(self, windows: str = "auto", within: Optional[str] = None, device: Device = None,
-            by: str = "site", user_code: Optional[str] = None, exclude: Optional[str] = None,
-            focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False,
-            roles: Optional[PathLike] = None) -> Result:
-        """Why an allocation failed (``leakscope oom --json``); each holder names its
-        memory ``role`` (``roles``: a TOML file with a ``[roles]`` table, as ``--roles``).
+    @command("oom")
+    def oom(self, **options: Any) -> Result:
+        """Why an allocation failed (``leakscope oom --json``): the request, the free
+        memory, fragmentation, the holders with their roles, and advice.
 
-        Example::
-
-            snap.oom().to_dict()["devices"][0]["advice"]
+        Example: ``snap.oom().to_dict()["devices"][0]["advice"]``
         """
-        return Result._from_json("oom", self._native.oom(_opts(locals())))
+        return self._run("oom", options)
 
-    def flamegraph(self, path: Optional[PathLike] = None, at: str = "end",
-                   device: Device = None, folded: bool = False,
-                   exclude: Optional[str] = None, focus: Optional[str] = None,
-                   python_only: bool = False, keep_internal: bool = False,
-                   roles: Optional[PathLike] = None) -> str:
+    @command("flamegraph")
+    def flamegraph(self, path: Optional[PathLike] = None, **options: Any) -> str:
         """A flame graph of the memory live at a point: the SVG (or folded stacks with
         ``folded=True``) as text, also written to ``path`` when given.
 
-        Example::
-
-            snap.flamegraph("peak.svg", at="peak")
+        Example: ``snap.flamegraph("peak.svg", at="peak")``
         """
-        text = self._native.flamegraph(_opts(locals(), "path", "at", "folded"), at, folded)
+        text = self._native.flamegraph(options)
         if path is not None:
             _native.write_output(os.fspath(path), text.encode("utf-8"), [], self._native)
         return text
 
-    def report(self, path: Optional[PathLike] = None, windows: str = "auto",
-               within: Optional[str] = None, by: str = "site",
-               device: Device = None, user_code: Optional[str] = None, exclude: Optional[str] = None,
-               focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False,
-               roles: Optional[PathLike] = None, max_allocations: int = 3000) -> Result:
+    @command("report")
+    def report(self, path: Optional[PathLike] = None, **options: Any) -> Result:
         """The self-contained HTML report, written to ``path`` when given; returns its
-        data (``leakscope report --json``, schema ``leakscope.report/7``).
+        data (``leakscope report --json``).
 
-        Example::
-
-            snap.report("report.html")
+        Example: ``snap.report("report.html")``
         """
-        data, text, page = self._native.report_page(
-            _opts(locals(), "path", "max_allocations"),
-            None if path is None else os.fspath(path), max_allocations)
-        if path is not None and page is not None:
-            _native.write_output(os.fspath(path), page.encode("utf-8"), [], self._native)
+        out = None if path is None else os.fspath(path)
+        data, text, page = self._native.report_page(options, out)
+        if out is not None and page is not None:
+            _native.write_output(out, page.encode("utf-8"), [], self._native)
         return Result._from_json("report", (data, text))
 
     def __repr__(self) -> str:
@@ -293,45 +223,35 @@ def _snapshot(source: Any) -> Snapshot:
                     f"torch.cuda.memory._snapshot(), not {type(source).__name__}")
 
 
-def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike], windows: str = "auto",
-            within: Optional[str] = None, by: str = "site", device: Device = None,
-            roles: Optional[PathLike] = None, at: Optional[str] = None,
-            user_code: Optional[str] = None, exclude: Optional[str] = None,
-            focus: Optional[str] = None, python_only: bool = False, keep_internal: bool = False) -> Result:
-    """Two runs side by side: growth per site and end state
-    (``leakscope compare A B --json``, schema ``leakscope.compare/3``); with ``at``
-    (``"peak"``, ``"end"``, ``"oom"``) what each holds at that point, site by site
-    (``--at``, schema ``leakscope.compare_at/2``: why the peak moved). Two run
-    directories with ``at`` are compared step by step, rank by rank
-    (``leakscope.compare_steps/1``; ``to_pandas()``: a row per step, rank and device).
+@command("compare")
+def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike],
+            **options: Any) -> Result:
+    """Two runs side by side: growth per site and end state (``leakscope compare A B
+    --json``); with ``at`` (``"peak"``, ``"end"``, ``"oom"``) what each holds at that
+    point, site by site (why the peak moved). Two run directories with ``at`` are compared
+    step by step, rank by rank (``to_pandas()``: a row per step, rank and device).
 
-    Example::
-
-        leakscope.compare("forward_only.pickle", "training.pickle").to_pandas()
-        leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas().head()
+    Example: ``leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas()``
     """
-    opts = _opts(locals(), "a", "b", "at")
     dirs = [isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)]
     if any(dirs):
-        if not (all(dirs) and at):
+        if not (all(dirs) and options.get("at")):
             raise ValueError("two run directories are compared step by step at a point: "
                              "give both directories and at='peak' (or 'end', 'oom')")
         return Result._from_json("compare_steps", _native.compare_steps(
-            os.fspath(a), os.fspath(b), at, opts))
-    return Result._from_json(
-        "compare_at" if at else "compare",
-        _native.compare(_snapshot(a)._native, _snapshot(b)._native, opts, at))
+            os.fspath(a), os.fspath(b), options))
+    return Result._from_json("compare_at" if options.get("at") else "compare",
+                             _native.compare(_snapshot(a)._native, _snapshot(b)._native, options))
 
 
-def ranks(directory: PathLike, windows: str = "auto") -> Result:
-    """A whole run: every rank and step below ``directory``
-    (``leakscope ranks DIR --json``, schema ``leakscope.ranks/5``).
+@command("ranks")
+def ranks(directory: PathLike, **options: Any) -> Result:
+    """A whole run: every rank and step below ``directory`` (``leakscope ranks DIR
+    --json``); a folder without a run layout gives a row per file.
 
-    Example::
-
-        leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")
+    Example: ``leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")``
     """
-    return Result._from_json("ranks", _native.ranks(os.fspath(directory), _opts(locals(), "directory")))
+    return Result._from_json("ranks", _native.ranks(os.fspath(directory), options))
 
 
 def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],

@@ -70,16 +70,44 @@ fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
         .map_err(|e| usage(format!("roles={}: {e}", path.display())))
 }
 
-/// The session's options from the keyword arguments the Python methods take, read into
-/// the fields the command line's flags are (`session::OptionArgs`: the same names,
-/// defaults and parsers; `roles` the path of a TOML file with a `[roles]` table).
-fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
-    let Some(o) = o else {
-        return Ok(Options::default());
-    };
+/// Takes a keyword the command needs (the Python layer passes every one, defaults
+/// included) out of `kw`, leaving the analysis options.
+fn need<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(kw: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    let v = kw
+        .get_item(key)?
+        .ok_or_else(|| usage(format!("`{key}` is missing")))?;
+    kw.del_item(key)?;
+    v.extract::<T>()
+        .map_err(|e| usage(format!("{key}={v}: {}", Into::<PyErr>::into(e))))
+}
+
+/// Takes an optional keyword out of `kw` (`None`: absent or `None`).
+fn maybe<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(kw: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+    match kw.get_item(key)? {
+        Some(v) => {
+            kw.del_item(key)?;
+            if v.is_none() {
+                return Ok(None);
+            }
+            v.extract::<T>()
+                .map(Some)
+                .map_err(|e| usage(format!("{key}={v}: {}", Into::<PyErr>::into(e))))
+        }
+        None => Ok(None),
+    }
+}
+
+/// A copy of the keywords a function was given (the function takes its own out of it).
+fn owned<'py>(py: Python<'py>, kw: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyDict>> {
+    kw.map_or_else(|| Ok(PyDict::new(py)), |k| k.copy())
+}
+
+/// The session's options from what is left of the keyword arguments, read into the
+/// fields the command line's flags are (`session::OptionArgs`: the same names, defaults
+/// and parsers; `roles` the path of a TOML file with a `[roles]` table).
+fn options(o: &Bound<'_, PyDict>) -> PyResult<Options> {
     // The roles file is read here, so that a file that cannot be read is an `OSError`
     // (ReadError) as every other unreadable file is, not a usage error.
-    let o = o.copy()?;
     let roles = o.get_item("roles")?;
     if roles.is_some() {
         o.del_item("roles")?;
@@ -94,6 +122,37 @@ fn options(o: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
         opts.roles = roles_file(&path.extract::<PathBuf>()?)?;
     }
     Ok(opts)
+}
+
+/// Keywords of the Python call of `command`: each argument the command line takes
+/// (`params`) but its positional ones and those Python has elsewhere (`load`'s
+/// `max_decompressed_bytes`, `load_series`' `rank`, `CheckResult.junit`), `output` named
+/// `path` and unset by default; for `export`, those `--{output}` allows.
+#[pyfunction]
+#[pyo3(signature = (command, output=None))]
+fn params<'py>(
+    py: Python<'py>,
+    command: &str,
+    output: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use leakscope::cli::params as p;
+    let cmd = p::command(command).ok_or_else(|| usage(format!("no command `{command}`")))?;
+    let outputs = ["parquet", "perfetto", "pprof"];
+    let kept: Vec<p::Param> = p::params(&cmd)
+        .into_iter()
+        .filter(|a| !a.positional)
+        .filter(|a| !["max_decompressed_bytes", "rank", "junit"].contains(&a.name.as_str()))
+        .filter(|a| !outputs.contains(&a.name.as_str()))
+        .filter(|a| output.is_none_or(|o| p::allowed_with(command, a, o)))
+        .map(|mut a| {
+            if a.name == "output" {
+                a.name = "path".into();
+                a.default = None;
+            }
+            a
+        })
+        .collect();
+    pythonize::pythonize(py, &kept).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
@@ -164,107 +223,68 @@ impl NativeSession {
         py.detach(|| render::summary::line(&s.summary()))
     }
 
-    fn summary(&self, py: Python<'_>) -> PyResult<(String, String)> {
-        self.report(py, |s| Ok(s.summary()))
-    }
-
-    #[pyo3(signature = (opts=None))]
-    fn leaks(
+    /// Runs `command` (`summary`, `leaks`, `windows`, `phases`, `top`, `tree`,
+    /// `segments`, `timeline` or `oom`) with its keywords (all of [`params`]' for it,
+    /// defaults included): the report's JSON and its text.
+    fn run(
         &self,
         py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
+        command: &str,
+        kw: &Bound<'_, PyDict>,
     ) -> PyResult<(String, String)> {
-        let o = options(opts)?;
-        self.report(py, move |s| s.leaks(&o))
-    }
-
-    #[pyo3(signature = (opts=None))]
-    fn windows(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<(String, String)> {
-        let o = options(opts)?;
-        self.report(py, move |s| s.windows(&o))
-    }
-
-    #[pyo3(signature = (opts=None))]
-    fn phases(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<(String, String)> {
-        let o = options(opts)?;
-        self.report(py, move |s| s.phases(&o))
-    }
-
-    #[pyo3(signature = (opts=None, at_="end", limit=20))]
-    fn top(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-        at_: &str,
-        limit: usize,
-    ) -> PyResult<(String, String)> {
-        let (o, a) = (options(opts)?, at(at_)?);
-        self.report(py, move |s| s.top(&o, a, limit))
-    }
-
-    #[pyo3(signature = (opts=None, at_="end", min_share=None))]
-    fn tree(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-        at_: &str,
-        min_share: Option<f64>,
-    ) -> PyResult<(String, String)> {
-        let (o, a) = (options(opts)?, at(at_)?);
-        o.by.for_tree().map_err(|e| usage(format!("by: {e}")))?;
-        let s = &self.inner;
-        let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
-        let json = render::json::tree(&r).map_err(json_error)?;
-        let share = min_share.unwrap_or(render::tree::DEFAULT_MIN_SHARE);
-        Ok((json, render::tree::text(&r, share, Style { color: false })))
-    }
-
-    #[pyo3(signature = (opts=None, at_="end"))]
-    fn segments(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-        at_: &str,
-    ) -> PyResult<(String, String)> {
-        let (o, a) = (options(opts)?, at(at_)?);
-        self.report(py, move |s| s.segments(&o, a))
-    }
-
-    #[pyo3(signature = (opts=None, max_allocations=leakscope::analysis::allocations::DEFAULT_MAX_ALLOCATIONS))]
-    fn timeline(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-        max_allocations: usize,
-    ) -> PyResult<(String, String)> {
-        let o = options(opts)?;
-        self.report(py, move |s| s.timeline(&o, max_allocations))
-    }
-
-    #[pyo3(signature = (opts=None))]
-    fn oom(&self, py: Python<'_>, opts: Option<&Bound<'_, PyDict>>) -> PyResult<(String, String)> {
-        let o = options(opts)?;
-        self.report(py, move |s| s.oom(&o))
+        let kw = kw.copy()?;
+        let point = |kw: &Bound<'_, PyDict>| at(&need::<String>(kw, "at")?);
+        match command {
+            "summary" => self.report(py, |s| Ok(s.summary())),
+            "leaks" => {
+                let o = options(&kw)?;
+                self.report(py, move |s| s.leaks(&o))
+            }
+            "windows" => {
+                let o = options(&kw)?;
+                self.report(py, move |s| s.windows(&o))
+            }
+            "phases" => {
+                let o = options(&kw)?;
+                self.report(py, move |s| s.phases(&o))
+            }
+            "oom" => {
+                let o = options(&kw)?;
+                self.report(py, move |s| s.oom(&o))
+            }
+            "top" => {
+                let (a, limit) = (point(&kw)?, need::<usize>(&kw, "limit")?);
+                let o = options(&kw)?;
+                self.report(py, move |s| s.top(&o, a, limit))
+            }
+            "segments" => {
+                let a = point(&kw)?;
+                let o = options(&kw)?;
+                self.report(py, move |s| s.segments(&o, a))
+            }
+            "timeline" => {
+                let most = need::<usize>(&kw, "max_allocations")?;
+                let o = options(&kw)?;
+                self.report(py, move |s| s.timeline(&o, most))
+            }
+            "tree" => {
+                let (a, share) = (point(&kw)?, need::<f64>(&kw, "min_share")?);
+                let o = options(&kw)?;
+                o.by.for_tree().map_err(|e| usage(format!("by: {e}")))?;
+                let s = &self.inner;
+                let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
+                let json = render::json::tree(&r).map_err(json_error)?;
+                Ok((json, render::tree::text(&r, share, Style { color: false })))
+            }
+            other => Err(usage(format!("`{other}` is no command of Snapshot.run"))),
+        }
     }
 
     /// Folded stacks (`folded`) or an SVG, as text.
-    #[pyo3(signature = (opts=None, at_="end", folded=false))]
-    fn flamegraph(
-        &self,
-        py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
-        at_: &str,
-        folded: bool,
-    ) -> PyResult<String> {
-        let (o, a) = (options(opts)?, at(at_)?);
+    fn flamegraph(&self, py: Python<'_>, kw: &Bound<'_, PyDict>) -> PyResult<String> {
+        let kw = kw.copy()?;
+        let (a, folded) = (at(&need::<String>(&kw, "at")?)?, need::<bool>(&kw, "folded")?);
+        let o = options(&kw)?;
         let s = &self.inner;
         py.detach(|| {
             let r = s.tree(&o, a).map_err(session_error)?;
@@ -282,17 +302,17 @@ impl NativeSession {
 
     /// The report's data as JSON, the line the command prints once the page is written
     /// to `out` (empty without `out`), and the HTML page when `out` is given.
-    #[pyo3(signature = (opts=None, out=None, max_allocations=leakscope::analysis::allocations::DEFAULT_MAX_ALLOCATIONS))]
+    #[pyo3(signature = (kw, out=None))]
     fn report_page(
         &self,
         py: Python<'_>,
-        opts: Option<&Bound<'_, PyDict>>,
+        kw: &Bound<'_, PyDict>,
         out: Option<PathBuf>,
-        max_allocations: usize,
     ) -> PyResult<(String, String, Option<String>)> {
-        let o = options(opts)?;
+        let kw = kw.copy()?;
         let mut report_opts = ReportOptions::default();
-        report_opts.max_allocations = max_allocations;
+        report_opts.max_allocations = need(&kw, "max_allocations")?;
+        let o = options(&kw)?;
         let s = &self.inner;
         py.detach(|| {
             let data = s.report(&o, &report_opts).map_err(session_error)?;
@@ -380,18 +400,19 @@ fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> 
 
 /// Two runs side by side (`leakscope compare A B`).
 #[pyfunction]
-#[pyo3(signature = (a, b, opts=None, at_=None))]
+#[pyo3(signature = (a, b, kw=None))]
 fn compare(
     py: Python<'_>,
     a: &NativeSession,
     b: &NativeSession,
-    opts: Option<&Bound<'_, PyDict>>,
-    at_: Option<&str>,
+    kw: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(String, String)> {
-    let o = options(opts)?;
+    let kw = owned(py, kw)?;
+    let point = maybe::<String>(&kw, "at")?;
+    let o = options(&kw)?;
     let (sa, sb) = (&a.inner, &b.inner);
-    if let Some(p) = at_ {
-        let p = at(p)?;
+    if let Some(p) = point {
+        let p = at(&p)?;
         return py.detach(|| {
             let ta = sa.holders_at(&o, p).map_err(session_error)?;
             let tb = sb.holders_at(&o, p).map_err(session_error)?;
@@ -407,16 +428,16 @@ fn compare(
 
 /// Two run directories step by step at a point (`leakscope compare RUN_A RUN_B --at`).
 #[pyfunction]
-#[pyo3(signature = (a, b, at_, opts=None))]
+#[pyo3(signature = (a, b, kw))]
 fn compare_steps(
     py: Python<'_>,
     a: PathBuf,
     b: PathBuf,
-    at_: &str,
-    opts: Option<&Bound<'_, PyDict>>,
+    kw: &Bound<'_, PyDict>,
 ) -> PyResult<(String, String)> {
-    let o = options(opts)?;
-    let p = at(at_)?;
+    let kw = kw.copy()?;
+    let p = at(&need::<String>(&kw, "at")?)?;
+    let o = options(&kw)?;
     let r = py
         .detach(|| session::compare_steps(&a, &b, &o, p))
         .map_err(session_error)?;
@@ -425,13 +446,13 @@ fn compare_steps(
 
 /// Every rank and step below a directory (`leakscope ranks DIR`).
 #[pyfunction]
-#[pyo3(signature = (dir, opts=None))]
+#[pyo3(signature = (dir, kw=None))]
 fn ranks(
     py: Python<'_>,
     dir: PathBuf,
-    opts: Option<&Bound<'_, PyDict>>,
+    kw: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(String, String)> {
-    let o = options(opts)?;
+    let o = options(&owned(py, kw)?)?;
     let r = py
         .detach(|| session::ranks(&dir, &o))
         .map_err(session_error)?;
@@ -464,7 +485,7 @@ fn analyse_found(
 ) -> PyResult<String> {
     let f: session::Found =
         serde_json::from_str(found).map_err(|e| usage(format!("found: {e}")))?;
-    let o = options(opts)?;
+    let o = options(&owned(py, opts)?)?;
     let r = py.detach(|| session::cluster::analyse_found(&f, &prefix, &o, threads));
     serde_json::to_string(&r).map_err(json_error)
 }
@@ -521,7 +542,7 @@ fn export_parquet(
     out_dir: PathBuf,
     opts: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let analysis = options(opts)?;
+    let analysis = options(&owned(py, opts)?)?;
     let mut opts = export::ExportOptions::default();
     opts.analysis = analysis;
     exported(py.detach(|| export::export_parquet(&paths, &out_dir, &opts)))
@@ -531,19 +552,19 @@ fn export_parquet(
 /// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written as JSON
 /// (`leakscope.export.perfetto/1`).
 #[pyfunction]
-#[pyo3(signature = (paths, out, opts=None, top_sites=8))]
 fn export_perfetto(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     out: PathBuf,
-    opts: Option<&Bound<'_, PyDict>>,
-    top_sites: usize,
+    kw: &Bound<'_, PyDict>,
 ) -> PyResult<String> {
+    let kw = kw.copy()?;
+    let top_sites = need::<usize>(&kw, "top_sites")?;
     // The command line's range (`--top-sites`, 0 to 254).
     if top_sites > 254 {
         return Err(usage(format!("top_sites={top_sites}: use 0 to 254")));
     }
-    let analysis = options(opts)?;
+    let analysis = options(&kw)?;
     let mut opts = export::PerfettoOptions::default();
     opts.export.analysis = analysis;
     opts.top_sites = top_sites;
@@ -555,19 +576,17 @@ fn export_perfetto(
 /// stack at `at`, or survivors per window with `growth`; returns what was written as JSON
 /// (`leakscope.export.pprof/1`).
 #[pyfunction]
-#[pyo3(signature = (path, out, at_="end", growth=false, opts=None))]
 fn export_pprof(
     py: Python<'_>,
     path: PathBuf,
     out: PathBuf,
-    at_: &str,
-    growth: bool,
-    opts: Option<&Bound<'_, PyDict>>,
+    kw: &Bound<'_, PyDict>,
 ) -> PyResult<String> {
-    let analysis = options(opts)?;
+    let kw = kw.copy()?;
     let mut opts = export::PprofOptions::default();
-    opts.at = parse(at_, "at")?;
-    opts.growth = growth;
+    opts.at = at(&need::<String>(&kw, "at")?)?;
+    opts.growth = need(&kw, "growth")?;
+    let analysis = options(&kw)?;
     opts.export.analysis = analysis;
     exported(py.detach(|| export::export_pprof(&path, &out, &opts)))
 }
@@ -715,6 +734,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_size, m)?)?;
     m.add_function(wrap_pyfunction!(rows, m)?)?;
+    m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -80,7 +80,7 @@ def test_the_library_reads_every_keyword_and_refuses_what_is_none():
     with pytest.raises(leakscope.UsageError, match=r'^exclude="\(": '):
         snap.top(exclude="(")
     with pytest.raises(leakscope.UsageError, match="`windos` is no option"):
-        snap._native.leaks({"windos": "auto"})
+        snap._native.run("leaks", {"windos": "auto"})
     # A device given as a number or as its text is the same device.
     assert snap.top(device=0).to_dict() == snap.top(device="0").to_dict()
 

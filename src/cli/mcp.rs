@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use clap::{ArgAction, CommandFactory, Parser};
+use clap::{CommandFactory, Parser};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -24,15 +24,13 @@ use serde_json::{Value, json};
 use super::args::Cli;
 use super::kept;
 use super::output;
+use super::params::{self, ValueKind};
 
 /// The commands served as tools: those that answer a question about files with a report.
 pub const TOOLS: &[&str] = &[
     "summary", "top", "tree", "leaks", "windows", "phases", "oom", "segments", "compare", "ranks",
     "timeline",
 ];
-
-/// Arguments of the commands a tool does not take: the output is always the JSON.
-const NOT_ARGUMENTS: &[&str] = &["json", "help", "version"];
 
 /// The URI of a kept file's resource.
 const SCHEME: &str = "leakscope://snapshot";
@@ -93,44 +91,36 @@ fn tools() -> Vec<Tool> {
 
 /// The arguments a command's tool takes: its positional arguments and options by their
 /// names (`file`, `at`, `by`, `max_decompressed_bytes`...), typed as the command line
-/// parses them, with their help lines and defaults.
+/// parses them, with their help lines and defaults ([`params`]).
 fn schema(cmd: &clap::Command) -> JsonObject {
     let mut props = serde_json::Map::new();
     let mut required = Vec::new();
-    for arg in arguments(cmd) {
-        let id = name_of(arg).to_string();
-        let mut p = serde_json::Map::new();
-        let many = takes_many(arg);
-        let ty = match arg.get_action() {
-            ArgAction::SetTrue | ArgAction::SetFalse => json!("boolean"),
+    for p in params::params(cmd) {
+        let ty = match p.kind {
+            ValueKind::Flag => json!("boolean"),
             // One file, or several (a series).
-            _ if many => json!(["string", "array"]),
-            _ => json!(value_type(arg)),
+            _ if p.many => json!(["string", "array"]),
+            ValueKind::Integer => json!("integer"),
+            ValueKind::Number => json!("number"),
+            ValueKind::Text => json!("string"),
         };
-        p.insert("type".into(), ty);
-        if many {
-            p.insert("items".into(), json!({"type": "string"}));
+        let mut prop = json!({"type": ty});
+        if p.many {
+            prop["items"] = json!({"type": "string"});
         }
-        let values: Vec<String> = arg
-            .get_possible_values()
-            .iter()
-            .map(|v| v.get_name().to_string())
-            .collect();
-        if !values.is_empty() && !matches!(arg.get_action(), ArgAction::SetTrue) {
-            p.insert("enum".into(), json!(values));
+        if !p.values.is_empty() {
+            prop["enum"] = json!(p.values);
         }
-        if let Some(help) = arg.get_help() {
-            p.insert("description".into(), json!(help.to_string()));
+        if !p.help.is_empty() {
+            prop["description"] = json!(p.help);
         }
-        if let [d] = arg.get_default_values()
-            && !matches!(arg.get_action(), ArgAction::SetTrue)
-        {
-            p.insert("default".into(), json!(d.to_string_lossy()));
+        if let Some(d) = &p.default {
+            prop["default"] = json!(d);
         }
-        if arg.is_required_set() {
-            required.push(id.clone());
+        if p.required {
+            required.push(p.name.clone());
         }
-        props.insert(id, Value::Object(p));
+        props.insert(p.name, prop);
     }
     let mut s = serde_json::Map::new();
     s.insert("type".into(), json!("object"));
@@ -140,53 +130,13 @@ fn schema(cmd: &clap::Command) -> JsonObject {
     s
 }
 
-/// The JSON type of an option's value, from the type the command line parses it into.
-fn value_type(arg: &clap::Arg) -> &'static str {
-    use std::any::TypeId;
-    let id = arg.get_value_parser().type_id();
-    let integers = [
-        TypeId::of::<u64>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<i64>(),
-    ];
-    if integers.iter().any(|t| id == *t) {
-        "integer"
-    } else if id == TypeId::of::<f64>() {
-        "number"
-    } else {
-        "string"
-    }
-}
-
-/// Whether a positional argument takes several values (`leaks FILE...`).
-fn takes_many(arg: &clap::Arg) -> bool {
-    arg.is_positional() && arg.get_num_args().is_some_and(|n| n.max_values() > 1)
-}
-
-/// A tool argument's name: the command line's, with a positional that takes several files
-/// named for one (`file`), as the other tools name theirs.
-fn name_of(arg: &clap::Arg) -> &str {
-    let id = arg.get_id().as_str();
-    if takes_many(arg) {
-        id.strip_suffix('s').unwrap_or(id)
-    } else {
-        id
-    }
-}
-
-fn arguments(cmd: &clap::Command) -> impl Iterator<Item = &clap::Arg> {
-    cmd.get_arguments()
-        .filter(|a| !NOT_ARGUMENTS.contains(&a.get_id().as_str()) && !a.is_hide_set())
-}
-
 /// The command line a tool call stands for: `leakscope NAME ... --json`.
 fn command_line(cmd: &clap::Command, args: &JsonObject) -> Result<Vec<OsString>, String> {
     let mut argv: Vec<OsString> = vec!["leakscope".into(), cmd.get_name().into()];
-    let known: Vec<&clap::Arg> = arguments(cmd).collect();
+    let known = params::params(cmd);
     for key in args.keys() {
-        if !known.iter().any(|a| name_of(a) == key) {
-            let names: Vec<&str> = known.iter().map(|a| name_of(a)).collect();
+        if !known.iter().any(|p| &p.name == key) {
+            let names: Vec<&str> = known.iter().map(|p| p.name.as_str()).collect();
             return Err(format!(
                 "`{key}`: {} takes {}",
                 cmd.get_name(),
@@ -200,26 +150,23 @@ fn command_line(cmd: &clap::Command, args: &JsonObject) -> Result<Vec<OsString>,
     };
     // Positional arguments first, in order, then `--` never needed: options follow.
     let mut options: Vec<OsString> = Vec::new();
-    for a in known {
-        let Some(v) = args.get(name_of(a)) else {
+    for p in &known {
+        let Some(v) = args.get(&p.name).filter(|v| !v.is_null()) else {
             continue;
         };
-        if v.is_null() {
-            continue;
-        }
-        if a.is_positional() {
+        let Some(long) = &p.long else {
             match v {
                 Value::Array(items) => argv.extend(items.iter().map(|i| text(i).into())),
                 one => argv.push(text(one).into()),
             }
             continue;
-        }
-        let flag = format!("--{}", a.get_long().unwrap_or(a.get_id().as_str()));
-        match (a.get_action(), v) {
-            (ArgAction::SetTrue, Value::Bool(true)) => options.push(flag.into()),
-            (ArgAction::SetTrue, Value::Bool(false)) => {}
-            (ArgAction::SetTrue, other) => {
-                return Err(format!("`{}` is true or false, not {other}", name_of(a)));
+        };
+        let flag = format!("--{long}");
+        match (p.kind, v) {
+            (ValueKind::Flag, Value::Bool(true)) => options.push(flag.into()),
+            (ValueKind::Flag, Value::Bool(false)) => {}
+            (ValueKind::Flag, other) => {
+                return Err(format!("`{}` is true or false, not {other}", p.name));
             }
             (_, v) => {
                 options.push(flag.into());

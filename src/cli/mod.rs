@@ -14,6 +14,7 @@ mod kept;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod output;
+pub mod params;
 mod timings;
 
 use std::ffi::OsString;
