@@ -123,18 +123,14 @@ def _export_node(paths: List[str], prefix: str, out_dir: str) -> tuple:
 # --- the driver ----------------------------------------------------------------------
 
 
-class _File:
-    __slots__ = ("found", "size", "holders", "tries")
+class _Job:
+    """A unit of work pinned to a node that holds its input: a file of the run (``args``
+    its found entry), or a node's share of an export."""
 
-    def __init__(self, found: dict, size: int, holders: List[str]) -> None:
-        self.found = found
-        self.size = size
-        self.holders = holders
-        self.tries = 0
+    __slots__ = ("name", "holders", "size", "args", "tries")
 
-    @property
-    def name(self) -> str:
-        return self.found["file"]
+    def __init__(self, name: str, holders: List[str], size: int, args: Any) -> None:
+        self.name, self.holders, self.size, self.args, self.tries = name, holders, size, args, 0
 
 
 def _alive_nodes(ray: Any) -> Dict[str, float]:
@@ -191,15 +187,15 @@ def _roots(root: str) -> tuple:
 
 def _listings(ray: Any, nodes: Dict[str, float], root: str,
               shared_fs: Optional[bool]) -> tuple:
-    """Lists the run: ``(files, skipped, shared)``, ``files`` a list of :class:`_File`
-    (each distinct file once, with the nodes that hold it)."""
+    """Lists the run: ``(files, skipped, shared)``, ``files`` a :class:`_Job` per
+    distinct file, with the nodes that hold it."""
     root_abs, prefix = _roots(root)
     if shared_fs:
         listing = _native.list_here(root_abs, prefix)
         if listing is None:
             raise ValueError(f"{root} is not a directory")
         found = json.loads(listing)
-        return ([_File(f, f["size"] or 0, list(nodes))
+        return ([_Job(f["file"], list(nodes), f["size"] or 0, f)
                  for f in found["files"]], found["skipped"], True)
 
     lister = ray.remote(_list_node)
@@ -219,7 +215,7 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
 
     merged = json.loads(_native.merge_listings(json.dumps(list(listed.items())), len(seen),
                                                 shared_fs is None))
-    files = [_File(f, f["size"], f["holders"]) for f in merged["files"]]
+    files = [_Job(f["file"], f["holders"], f["size"], f) for f in merged["files"]]
     return files, merged["skipped"], merged["shared"]
 
 
@@ -242,6 +238,78 @@ def _limits(nodes: Dict[str, float], max_per_node: Optional[int]) -> Dict[str, i
     if max_per_node is not None and max_per_node < 1:
         raise ValueError(f"max_per_node must be at least 1, not {max_per_node}")
     return {n: max_per_node or max(1, int(cpus)) for n, cpus in nodes.items()}
+
+
+def _run_jobs(ray: Any, nodes: Dict[str, float], jobs: List[_Job], limits: Dict[str, int],
+              submit: Callable[[_Job, str], Any], report: Optional[Callable]) -> Dict[_Job, tuple]:
+    """Runs every job on a node that holds it, at most ``limits[node]`` at once per node,
+    largest first (the last to finish is small); ``submit(job, node)`` starts one and its
+    task returns ``(value, seconds)``. A job whose node left runs again on another holder
+    (three tries); one that failed otherwise, or that no alive node holds, keeps its error
+    (``ray: <exception type>: <message>``). Returns job -> ``(value, node, seconds, error)``.
+    """
+    pending = sorted(jobs, key=lambda j: -j.size)
+    alive = set(nodes)
+    busy = {n: 0 for n in nodes}
+    inflight: Dict[Any, tuple] = {}
+    out: Dict[_Job, tuple] = {}
+    node_errors: Dict[str, str] = {}
+
+    def finish(j: _Job, node: Optional[str], value: Any, seconds: float,
+               error: Optional[str]) -> None:
+        out[j] = (value, node, seconds, error)
+        if report is not None:
+            report(Progress(len(out), len(jobs), j.name, node or "", seconds, error))
+
+    def failed(j: _Job, node: str, error: str) -> None:
+        if node not in alive and alive.intersection(j.holders) and j.tries < 3:
+            pending.append(j)  # its node left, another one sees the input: run it there
+        else:
+            finish(j, node, None, 0.0, error)
+
+    while pending or inflight:
+        for node in nodes:
+            while node in alive and busy[node] < limits[node]:
+                j = next((j for j in pending if node in j.holders), None)
+                if j is None:
+                    break
+                pending.remove(j)
+                j.tries += 1
+                inflight[submit(j, node)] = (j, node)
+                busy[node] += 1
+        for j in [j for j in pending if not alive.intersection(j.holders)]:
+            pending.remove(j)
+            node = j.holders[0]
+            finish(j, node, None, 0.0, node_errors.get(node, _left(node)))
+        if not inflight:
+            continue
+        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_POLL_S)
+        if not ready:
+            # Nothing finished for a while: tasks of a node that left without their
+            # failing are given up here.
+            now = _alive_nodes(ray)
+            for ref, (j, node) in list(inflight.items()):
+                if node not in now:
+                    ray.cancel(ref, force=True)
+                    del inflight[ref]
+                    busy[node] -= 1
+                    alive.discard(node)
+                    failed(j, node, node_errors.setdefault(node, _left(node)))
+            continue
+        for ref in ready:
+            j, node = inflight.pop(ref)
+            busy[node] -= 1
+            try:
+                value, seconds = ray.get(ref)
+            except Exception as e:  # the task died, or its node did
+                error = _error_text(e)
+                if node in alive and _node_gone(ray, node, e):
+                    alive.discard(node)
+                    node_errors[node] = error
+                failed(j, node, error)
+                continue
+            finish(j, node, value, seconds, None)
+    return out
 
 
 def ranks(root: PathLike, *, windows: Optional[str] = "auto",
@@ -289,83 +357,20 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
     _, prefix = _roots(root)
     limits = _limits(nodes, max_per_node)
     analyse = ray.remote(_analyse_one)
-    report = _reporter(progress)
 
-    pending = sorted(files, key=lambda f: -f.size)  # largest first: the last to finish is small
-    alive = set(nodes)
-    busy = {n: 0 for n in nodes}
-    inflight: Dict[Any, tuple] = {}
-    out: Dict[_File, tuple] = {}  # file -> (rows, suspects, FileRun)
-    total = len(files)
+    def submit(f: _Job, node: str) -> Any:
+        pin = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
+        return analyse.options(**pin).remote(f.args, prefix, opts, limits[node] < nodes[node])
 
-    def finish(f: _File, node: Optional[str], rows: Optional[list], suspects: list, seconds: float,
-               nbytes: int, error: Optional[str]) -> None:
-        out[f] = (rows, suspects, FileRun(f.name, node, seconds, nbytes, error))
-        if report is not None:
-            report(Progress(len(out), total, f.name, node or "", seconds, error))
-
-    def lost(f: _File, node: Optional[str], error: str) -> None:
-        finish(f, node, None, [], 0.0, 0, error)
-
-    def failed(f: _File, node: str, error: str) -> None:
-        if node not in alive and alive.intersection(f.holders) and f.tries < 3:
-            pending.append(f)  # its node left, another one sees the file: run it there
-        else:
-            lost(f, node, error)
-
-    node_errors: Dict[str, str] = {}
-    while pending or inflight:
-        for node in nodes:
-            while node in alive and busy[node] < limits[node]:
-                f = next((f for f in pending if node in f.holders), None)
-                if f is None:
-                    break
-                pending.remove(f)
-                f.tries += 1
-                threads = limits[node] < nodes[node]
-                task = analyse.options(**_pinned(ray, node, max_retries=0,
-                                                 num_cpus=min(num_cpus, nodes[node])))
-                inflight[task.remote(f.found, prefix, opts, threads)] = (f, node)
-                busy[node] += 1
-        for f in [f for f in pending if not alive.intersection(f.holders)]:
-            pending.remove(f)
-            node = f.holders[0]
-            lost(f, node, node_errors.get(node, _left(node)))
-        if not inflight:
-            continue
-        ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_POLL_S)
-        if not ready:
-            # Nothing finished for a while: tasks of a node that left without their
-            # failing are given up here.
-            now = _alive_nodes(ray)
-            for ref, (f, node) in list(inflight.items()):
-                if node not in now:
-                    ray.cancel(ref, force=True)
-                    del inflight[ref]
-                    busy[node] -= 1
-                    alive.discard(node)
-                    failed(f, node, node_errors.setdefault(node, _left(node)))
-            continue
-        for ref in ready:
-            f, node = inflight.pop(ref)
-            busy[node] -= 1
-            try:
-                text, seconds = ray.get(ref)
-            except Exception as e:  # the task died, or its node did
-                error = _error_text(e)
-                if node in alive and _node_gone(ray, node, e):
-                    alive.discard(node)
-                    node_errors[node] = error
-                failed(f, node, error)
-                continue
-            data = json.loads(text)
-            finish(f, node, data["rows"], data["suspects"], seconds,
-                   len(text.encode()), None)
-
-    analysed = [{"found": f.found, "rows": out[f][0], "error": out[f][2].error} for f in files]
+    out = _run_jobs(ray, nodes, files, limits, submit, _reporter(progress))
+    done = {f: json.loads(out[f][0]) if out[f][3] is None else None for f in files}
+    analysed = [{"found": f.args, "rows": done[f] and done[f]["rows"], "error": out[f][3]}
+                for f in files]
     merged, text = _native.merge_found(root, json.dumps(analysed), skipped)
-    runs = [out[f][2] for f in files]
-    suspects = {f.name: out[f][1] for f in files if out[f][1]}
+    runs = [FileRun(f.name, out[f][1], out[f][2],
+                    0 if out[f][0] is None else len(out[f][0].encode()), out[f][3])
+            for f in files]
+    suspects = {f.name: done[f]["suspects"] for f in files if done[f] and done[f]["suspects"]}
     return ClusterRanks(json.loads(merged), text, runs, suspects, list(nodes), shared,
                         time.perf_counter() - started)
 
@@ -406,7 +411,7 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
     _, prefix = _roots(root)
     out_abs = os.path.abspath(out_dir)
 
-    share: Dict[str, List[_File]] = {n: [] for n in nodes}
+    share: Dict[str, List[_Job]] = {n: [] for n in nodes}
     if shared:
         here = ray.get_runtime_context().get_node_id()
         share[here if here in nodes else next(iter(nodes))] = list(files)
@@ -418,38 +423,27 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
             load[node] += f.size
             share[node].append(f)
 
-    task = ray.remote(_export_node)
-    refs = {}
+    jobs = []
     for node, mine in share.items():
-        if not mine:
-            continue
-        whole = len(mine) == sum(1 for f in files if node in f.holders)
-        inputs = [root] if whole else [f.name for f in mine]
-        opts = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
-        refs[task.options(**opts).remote(inputs, prefix, os.path.join(out_abs, node))] = node
-    report = _reporter(progress)
-    written: List[str] = []
-    failed: List[str] = []
-    remaining = list(refs)
-    while remaining:
-        ready, remaining = ray.wait(remaining, num_returns=1)
-        node = refs[ready[0]]
-        error, seconds = None, 0.0
-        try:
-            _summary, seconds = ray.get(ready[0])
-            written.append(os.path.join(out_dir, node))
-        except Exception as e:
-            error = _error_text(e)
-            failed.append(f"node {node}: {error}")
-        if report is not None:
-            report(Progress(len(written) + len(failed), len(refs),
-                            os.path.join(out_dir, node), node, seconds, error))
+        if mine:
+            whole = len(mine) == sum(1 for f in files if node in f.holders)
+            jobs.append(_Job(os.path.join(out_dir, node), [node], sum(f.size for f in mine),
+                             [root] if whole else [f.name for f in mine]))
+    task = ray.remote(_export_node)
+
+    def submit(job: _Job, node: str) -> Any:
+        pin = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
+        return task.options(**pin).remote(job.args, prefix, os.path.join(out_abs, node))
+
+    out = _run_jobs(ray, nodes, jobs, {n: 1 for n in nodes}, submit, _reporter(progress))
+    written = sorted(j.name for j in jobs if out[j][3] is None)
+    failed = [f"node {j.holders[0]}: {out[j][3]}" for j in jobs if out[j][3] is not None]
     if failed:
         err = RuntimeError("leakscope.ray.export: " + "; ".join(failed)
                            + f" (written: {', '.join(written) or 'none'})")
         err.written = written  # type: ignore[attr-defined]
         raise err
-    return sorted(written)
+    return written
 
 
 __all__ = ["ClusterRanks", "FileRun", "Progress", "export", "ranks"]

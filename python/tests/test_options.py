@@ -100,3 +100,21 @@ def test_an_export_keyword_does_what_its_flag_does(tmp_path):
     assert py == cli_summary
     everything = leakscope.export_pprof(f, tmp_path / "all.pb.gz", at="peak")
     assert py["total"] < everything["total"]
+
+
+def test_keywords_come_with_the_command_lines_defaults_and_help():
+    """A call's signature and help are its command's: the defaults `--help` prints, each
+    keyword's help line, and a keyword no command takes is Python's own `TypeError`."""
+    text = subprocess.run(cli() + ["top", "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    params = inspect.signature(leakscope.Snapshot.top).parameters
+    for flag, default in re.findall(r"--([a-z-]+) <[A-Z_]+>\s+.*?\[default: ([^\]]+)\]", text):
+        name = flag.replace("-", "_")
+        if name in params:
+            assert str(params[name].default) == default, name
+    assert params["limit"].default == int(re.search(r"--limit.*?\[default: (\d+)\]", text,
+                                                    re.S).group(1))
+    assert "Drop C++ frames" in leakscope.Snapshot.top.__doc__
+    snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle")
+    with pytest.raises(TypeError, match="windos"):
+        snap.leaks(windos="auto")
