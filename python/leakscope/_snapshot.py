@@ -233,15 +233,11 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike],
 
     Example: ``leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas()``
     """
-    dirs = [isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)]
-    if any(dirs):
-        if not (all(dirs) and options.get("at")):
-            raise ValueError("two run directories are compared step by step at a point: "
-                             "give both directories and at='peak' (or 'end', 'oom')")
-        return Result._from_json("compare_steps", _native.compare_steps(
-            os.fspath(a), os.fspath(b), options))
-    return Result._from_json("compare_at" if options.get("at") else "compare",
-                             _native.compare(_snapshot(a)._native, _snapshot(b)._native, options))
+    def side(x: Any) -> Any:
+        return os.fspath(x) if isinstance(x, (str, os.PathLike)) else _snapshot(x)._native
+
+    name, data, text = _native.compare(side(a), side(b), options)
+    return Result._from_json(name, (data, text))
 
 
 @command("ranks")

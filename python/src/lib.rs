@@ -72,7 +72,10 @@ fn roles_file(path: &Path) -> PyResult<Arc<RoleRules>> {
 
 /// Takes a keyword the command needs (the Python layer passes every one, defaults
 /// included) out of `kw`, leaving the analysis options.
-fn need<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(kw: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+fn need<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    kw: &Bound<'py, PyDict>,
+    key: &str,
+) -> PyResult<T> {
     let v = kw
         .get_item(key)?
         .ok_or_else(|| usage(format!("`{key}` is missing")))?;
@@ -82,7 +85,10 @@ fn need<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(kw: &Bound<'py, PyDict
 }
 
 /// Takes an optional keyword out of `kw` (`None`: absent or `None`).
-fn maybe<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(kw: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+fn maybe<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    kw: &Bound<'py, PyDict>,
+    key: &str,
+) -> PyResult<Option<T>> {
     match kw.get_item(key)? {
         Some(v) => {
             kw.del_item(key)?;
@@ -283,7 +289,10 @@ impl NativeSession {
     /// Folded stacks (`folded`) or an SVG, as text.
     fn flamegraph(&self, py: Python<'_>, kw: &Bound<'_, PyDict>) -> PyResult<String> {
         let kw = kw.copy()?;
-        let (a, folded) = (at(&need::<String>(&kw, "at")?)?, need::<bool>(&kw, "folded")?);
+        let (a, folded) = (
+            at(&need::<String>(&kw, "at")?)?,
+            need::<bool>(&kw, "folded")?,
+        );
         let o = options(&kw)?;
         let s = &self.inner;
         py.detach(|| {
@@ -398,50 +407,56 @@ fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> 
     Ok(NativeSession::new(Session::from_snapshot(snap, name)))
 }
 
-/// Two runs side by side (`leakscope compare A B`).
+/// Two runs side by side (`leakscope compare A B`): two loaded snapshots (or paths,
+/// loaded here), or two run directories step by step with `at`. Returns the result's
+/// name (`compare`, `compare_at`, `compare_steps`), its JSON and text.
 #[pyfunction]
 #[pyo3(signature = (a, b, kw=None))]
 fn compare(
     py: Python<'_>,
-    a: &NativeSession,
-    b: &NativeSession,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
     kw: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(String, String)> {
+) -> PyResult<(&'static str, String, String)> {
     let kw = owned(py, kw)?;
-    let point = maybe::<String>(&kw, "at")?;
+    let point = maybe::<String>(&kw, "at")?.map(|p| at(&p)).transpose()?;
     let o = options(&kw)?;
-    let (sa, sb) = (&a.inner, &b.inner);
+    if let (Ok(pa), Ok(pb)) = (a.extract::<PathBuf>(), b.extract::<PathBuf>())
+        && let Some(p) = session::steps_at(&pa, &pb, point).map_err(session_error)?
+    {
+        let r = py
+            .detach(|| session::compare_steps(&pa, &pb, &o, p))
+            .map_err(session_error)?;
+        let (json, text) = both(&r)?;
+        return Ok(("compare_steps", json, text));
+    }
+    let (sa, sb) = (side(py, a)?, side(py, b)?);
     if let Some(p) = point {
-        let p = at(&p)?;
-        return py.detach(|| {
+        let (json, text) = py.detach(|| {
             let ta = sa.holders_at(&o, p).map_err(session_error)?;
             let tb = sb.holders_at(&o, p).map_err(session_error)?;
             both(&session::compare_at(&ta, &tb, p))
-        });
+        })?;
+        return Ok(("compare_at", json, text));
     }
-    py.detach(|| {
+    let (json, text) = py.detach(|| {
         let side_a = sa.compare_side(&o).map_err(session_error)?;
         let side_b = sb.compare_side(&o).map_err(session_error)?;
         both(&session::compare(&side_a, &side_b))
-    })
+    })?;
+    Ok(("compare", json, text))
 }
 
-/// Two run directories step by step at a point (`leakscope compare RUN_A RUN_B --at`).
-#[pyfunction]
-#[pyo3(signature = (a, b, kw))]
-fn compare_steps(
-    py: Python<'_>,
-    a: PathBuf,
-    b: PathBuf,
-    kw: &Bound<'_, PyDict>,
-) -> PyResult<(String, String)> {
-    let kw = kw.copy()?;
-    let p = at(&need::<String>(&kw, "at")?)?;
-    let o = options(&kw)?;
-    let r = py
-        .detach(|| session::compare_steps(&a, &b, &o, p))
+/// One side of `compare`: a loaded snapshot, or a path loaded now.
+fn side(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<Arc<Session>> {
+    if let Ok(s) = x.cast::<NativeSession>() {
+        return Ok(s.get().inner.clone());
+    }
+    let path: PathBuf = x.extract()?;
+    let s = py
+        .detach(|| Session::open(&path, LoadOptions::default()))
         .map_err(session_error)?;
-    both(&r)
+    Ok(Arc::new(s))
 }
 
 /// Every rank and step below a directory (`leakscope ranks DIR`).
@@ -722,7 +737,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_found, m)?)?;
     m.add_function(wrap_pyfunction!(merge_listings, m)?)?;
     m.add_function(wrap_pyfunction!(load_series, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_steps, m)?)?;
     m.add_function(wrap_pyfunction!(series_files, m)?)?;
     m.add_function(wrap_pyfunction!(export_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(export_perfetto, m)?)?;

@@ -70,6 +70,9 @@ def test_every_export_option_is_a_keyword_of_its_output():
         wanted = [o for o in options if EXPORT_OWN.get(o, output) == output]
         missing = [o for o in wanted if o.replace("-", "_") not in params]
         assert not missing, f"export --{output} takes {missing}, {call.__name__} does not"
+        # What another output needs is no keyword of this one.
+        foreign = [o for o, own in EXPORT_OWN.items() if own != output]
+        assert not [o for o in foreign if o.replace("-", "_") in params], call.__name__
 
 
 def test_the_library_reads_every_keyword_and_refuses_what_is_none():

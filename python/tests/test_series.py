@@ -109,5 +109,9 @@ def test_two_run_directories_compare_step_by_step(tmp_path):
             for a, b in zip(control["per_file"], kept["per_file"])]
     assert list(df["difference"]) == want
     assert set(df["largest_change_site"]) == {kept["kept_site"]}
-    with pytest.raises(ValueError, match="at="):
+    with pytest.raises(leakscope.UsageError, match="at="):
         leakscope.compare(tmp_path / "a", tmp_path / "b")
+    # A directory beside a file is refused as the command line refuses it.
+    with pytest.raises(leakscope.UsageError, match="two run directories"):
+        leakscope.compare(tmp_path / "a", SCENARIOS / "series_control" / control["files"][0],
+                          at="end")

@@ -57,13 +57,7 @@ impl CompareCmd {
             output::warn_disagreements(&s);
             Ok(side)
         };
-        if self.a.is_dir() || self.b.is_dir() {
-            let Some(at) = self.at.filter(|_| self.a.is_dir() && self.b.is_dir()) else {
-                return Err(Usage(
-                    "two run directories are compared step by step at a point: give both directories and --at peak (or end, oom)".into(),
-                )
-                .into());
-            };
+        if let Some(at) = session::steps_at(&self.a, &self.b, self.at)? {
             let report = session::compare_steps(&self.a, &self.b, &opts, at)?;
             return emit(self.json, &report, |r| r.text(style));
         }

@@ -64,7 +64,12 @@ pub fn params(cmd: &clap::Command) -> Vec<Param> {
             let many = a.is_positional() && a.get_num_args().is_some_and(|n| n.max_values() > 1);
             let id = a.get_id().as_str();
             Param {
-                name: if many { id.strip_suffix('s').unwrap_or(id) } else { id }.to_string(),
+                name: if many {
+                    id.strip_suffix('s').unwrap_or(id)
+                } else {
+                    id
+                }
+                .to_string(),
                 kind: if flag { ValueKind::Flag } else { value_kind(a) },
                 default: match a.get_default_values() {
                     [d] if !flag => Some(d.to_string_lossy().into_owned()),
@@ -102,7 +107,8 @@ pub fn allowed_with(command: &str, param: &Param, with: &str) -> bool {
         Ok(_) => true,
         Err(e) => !matches!(
             e.kind(),
-            clap::error::ErrorKind::MissingRequiredArgument | clap::error::ErrorKind::ArgumentConflict
+            clap::error::ErrorKind::MissingRequiredArgument
+                | clap::error::ErrorKind::ArgumentConflict
         ),
     }
 }

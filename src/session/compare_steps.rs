@@ -41,6 +41,17 @@ fn by_step(dir: &Path) -> Result<BTreeMap<StepKey, Found>, SessionError> {
     Ok(out)
 }
 
+/// How `compare A B` compares: `Some(at)` step by step (two run directories at a
+/// point), `None` file against file; a directory beside a file, or two directories
+/// without `at`, is [`SessionError::StepsNeedTwoDirs`].
+pub fn steps_at(a: &Path, b: &Path, at: Option<At>) -> Result<Option<At>, SessionError> {
+    match (a.is_dir(), b.is_dir(), at) {
+        (false, false, _) => Ok(None),
+        (true, true, Some(at)) => Ok(Some(at)),
+        _ => Err(SessionError::StepsNeedTwoDirs),
+    }
+}
+
 /// Compares two run directories at `at`, step by step and rank by rank.
 pub fn compare_steps(
     a: &Path,

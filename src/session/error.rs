@@ -76,6 +76,11 @@ pub enum SessionError {
         /// Why.
         reason: String,
     },
+    /// `compare` given a run directory beside a file, or two without a point.
+    #[error(
+        "two run directories are compared step by step at a point: give both directories and --at peak (or end, oom; at=\"peak\" in Python)"
+    )]
+    StepsNeedTwoDirs,
     /// `ranks` given a path that is not a directory.
     #[error("{} is not a directory", dir.display())]
     NotADirectory {

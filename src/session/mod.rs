@@ -50,7 +50,7 @@ pub use crate::load::default_max_decompressed_bytes;
 pub use args::OptionArgs;
 pub use check::check_options;
 pub use compare::{CompareSide, compare, compare_at};
-pub use compare_steps::{STEP_ROWS, compare_steps};
+pub use compare_steps::{STEP_ROWS, compare_steps, steps_at};
 pub use discover::{Found, Listing, discover, walk};
 pub use error::SessionError;
 pub use options::{DeviceSelection, DeviceSelectionError, Options};
