@@ -20,8 +20,14 @@ pub const MIN_GROWTH_BYTES: u64 = 2 << 20;
 pub const MIN_WINDOWS_GROWING: u64 = 3;
 
 /// Of the windows after the first, at least this share must grow: the cache keeps
-/// growing, not once in a while.
+/// growing, not once in a while. Growth every few windows (once per step under
+/// micro-batch windows) counts per period: this share of the periods must grow.
 pub const MIN_SHARE_GROWING: f64 = 0.5;
+
+/// Growth every few windows is periodic when at least this share of the gaps between
+/// growing windows lie within one window of their median: a step's work recurring, not
+/// a cache warming up to ever rarer new maxima (whose gaps widen).
+pub const MIN_SHARE_REGULAR_GAPS: f64 = 2.0 / 3.0;
 
 /// The first window fills the cache up to the working set; it counts as growing only when
 /// its growth is within this factor of the later windows' median (steady, not warm-up).
@@ -76,8 +82,15 @@ pub struct PoolCache {
 /// Cached free memory growing per window on one device.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReservedGrowth {
-    /// The median growth of the growing windows.
+    /// Growth per window: the median growth of the growing windows, spread over the
+    /// period when the cache grows every few windows (equal to `bytes_per_occurrence`
+    /// when it grows every window).
     pub bytes_per_window: u64,
+    /// The median growth of the growing windows.
+    pub bytes_per_occurrence: u64,
+    /// Windows between two growths (median gap), when the cache grows every few windows
+    /// rather than every one (`None`: every window).
+    pub period_windows: Option<u64>,
     /// Windows that grew it.
     pub windows_growing: u64,
     /// Windows judged.
@@ -153,8 +166,11 @@ pub fn reserved_growth(
         .map(|g| g.1)
         .collect();
     let later = judged.len().saturating_sub(1) as f64;
+    // Irregular gaps are still growth when half the windows grow (judged per window).
+    let period = period_of(&growing, first)
+        .or(((steady.len() as f64) >= MIN_SHARE_GROWING * later).then_some(1))?;
     if (steady.len() as u64) < MIN_WINDOWS_GROWING
-        || (steady.len() as f64) < MIN_SHARE_GROWING * later
+        || (steady.len() as f64) < MIN_SHARE_GROWING * later / period as f64
     {
         return None;
     }
@@ -174,7 +190,7 @@ pub fn reserved_growth(
     let (last_start, last_end) = windows.range(windows.len() - 1);
     let late_windows = (judged.len() - judged.len() / 2) as f64;
     let late = cached_at(last_end).saturating_sub(cached_at(half)) as f64;
-    if late < MIN_SHARE_LATE * median as f64 * late_windows {
+    if late < MIN_SHARE_LATE * median as f64 * late_windows / period as f64 {
         return None;
     }
     let (s, _) = windows.range(onset);
@@ -238,8 +254,11 @@ pub fn reserved_growth(
     if cause != Cause::Streams {
         streams.clear();
     }
+    let occurrence = rates[rates.len() / 2];
     Some(ReservedGrowth {
-        bytes_per_window: rates[rates.len() / 2],
+        bytes_per_window: occurrence / period,
+        bytes_per_occurrence: occurrence,
+        period_windows: (period > 1).then_some(period),
         windows_growing: growing.len() as u64,
         windows_total: judged.len() as u64,
         onset_window: onset as u64,
@@ -251,6 +270,24 @@ pub fn reserved_growth(
         largest_free_block_bytes: end.largest,
         per_window,
     })
+}
+
+/// Windows between two growths of the windows after the first: the median gap, when at
+/// least [`MIN_SHARE_REGULAR_GAPS`] of the gaps lie within one window of it (`Some(1)`:
+/// consecutive windows; `None`: growth at irregular gaps, judged as not recurring).
+fn period_of(growing: &[(usize, u64)], first: usize) -> Option<u64> {
+    let ks: Vec<usize> = growing.iter().map(|g| g.0).filter(|&k| k > first).collect();
+    let mut gaps: Vec<u64> = ks.windows(2).map(|p| (p[1] - p[0]) as u64).collect();
+    if gaps.is_empty() {
+        return Some(1);
+    }
+    gaps.sort_unstable();
+    let p = gaps[gaps.len() / 2];
+    if p <= 1 {
+        return Some(1);
+    }
+    let regular = gaps.iter().filter(|&&g| g.abs_diff(p) <= 1).count();
+    (regular as f64 >= MIN_SHARE_REGULAR_GAPS * gaps.len() as f64).then_some(p)
 }
 
 /// The cached free memory of the final segments, per stream and per pool.

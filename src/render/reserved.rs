@@ -8,8 +8,12 @@ use crate::analysis::reserved::{Cause, ReservedGrowth};
 /// The finding's headline: rate, windows, onset.
 pub fn headline(g: &ReservedGrowth) -> String {
     format!(
-        "reserved memory grows while live memory does not: {} more cached free per window in {} of {} windows since window {} ({} added; live memory changed by {}{})",
+        "reserved memory grows while live memory does not: {} more cached free per window{} in {} of {} windows since window {} ({} added; live memory changed by {}{})",
         bytes(g.bytes_per_window),
+        g.period_windows.map_or(String::new(), |p| format!(
+            " ({} every {p} windows)",
+            bytes(g.bytes_per_occurrence)
+        )),
         g.windows_growing,
         g.windows_total,
         g.onset_window,

@@ -118,15 +118,23 @@ fn graph_pool_is_named_and_grouped_apart() {
 }
 
 /// Each device of every single-file scenario whose truth has `key`, as `(name, the
-/// device's `leaks --json` entry, its finding, the truth's)`; where the truth's is null,
-/// the finding must be null too, checked here.
+/// device's `leaks --json` entry (windows: the truth's annotations where it has them),
+/// its finding, the truth's)`; where the truth's is null, the finding must be null too,
+/// checked here.
 fn findings_against_truth(key: &str) -> Vec<(String, Value, Value, Value)> {
     let mut found = Vec::new();
     for (stem, file_truth) in scenario_truths() {
         if file_truth.get("files").is_some() || stem.starts_with("series_") {
             continue; // rank folders and series are read per file elsewhere
         }
-        let leaks = leakscope_json(&["leaks", &scenario(&stem)]);
+        // The truth's windows where the file names them (annotations), else leakscope's.
+        let spec = match file_truth["windows"]["annotation_regex"].as_str() {
+            Some(re) if file_truth["windows"]["kind"] == "annotation" => {
+                format!("annotation:{re}")
+            }
+            _ => "auto".to_string(),
+        };
+        let leaks = leakscope_json(&["leaks", &scenario(&stem), "--windows", &spec]);
         for (dev, truth) in device_truths(&file_truth) {
             let d = device_of(&leaks, dev, &stem).clone();
             let got = d[key].clone();
@@ -144,7 +152,11 @@ fn findings_against_truth(key: &str) -> Vec<(String, Value, Value, Value)> {
 #[test]
 fn reserved_growth_matches_ground_truth_in_every_scenario() {
     let found = findings_against_truth("reserved_growth");
-    assert_eq!(found.len(), 1, "one scenario grows its cache");
+    assert_eq!(
+        found.len(),
+        2,
+        "two scenarios grow their cache (every window, every third)"
+    );
     for (stem, d, got, want) in &found {
         let rate = got["bytes_per_window"].as_f64().unwrap();
         let expected = want["bytes_per_window"].as_f64().unwrap();
@@ -152,9 +164,15 @@ fn reserved_growth_matches_ground_truth_in_every_scenario() {
             (rate - expected).abs() <= 0.1 * expected,
             "{stem}: {rate} per window, truth {expected}"
         );
-        for f in ["windows_growing", "onset_window", "cause"] {
+        for f in ["windows_growing", "onset_window", "cause", "period_windows"] {
             assert_eq!(got[f], want[f], "{stem}: {f}");
         }
+        let occurrence = got["bytes_per_occurrence"].as_f64().unwrap();
+        let expected = want["bytes_per_occurrence"].as_f64().unwrap();
+        assert!(
+            (occurrence - expected).abs() <= 0.1 * expected,
+            "{stem}: {occurrence} per growing window, truth {expected}"
+        );
         let mut streams: Vec<i64> = got["streams"]
             .as_array()
             .unwrap()
@@ -286,6 +304,23 @@ fn reserved_growth_budget_fails_the_growing_cache_only() {
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("growth.max_reserved_bytes_per_window: 64.0 MiB"),
+        "{text}"
+    );
+    // Under micro-batch windows, growth every third window is a rate per window:
+    // 64 MiB / 3 = 21.3 MiB, over 16 MiB.
+    let step = scenario("stream_per_step");
+    let args = [
+        "check",
+        step.as_str(),
+        "--budget",
+        &*b,
+        "--windows",
+        r"annotation:^call\d+$",
+    ];
+    let (code, text, _) = run_cli(&args);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("growth.max_reserved_bytes_per_window: 21.3 MiB"),
         "{text}"
     );
     let (code, text, _) = run_cli(&["check", &scenario("cuda_graph_pool"), "--budget", &b]);
