@@ -20,6 +20,7 @@ call ``assert_no_leaks`` on it.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Union
 
@@ -49,14 +50,6 @@ MEMORY_MEASURES = {
     "end_allocated": "the bytes allocated at the end, pending frees left out",
     "end_reserved": "the bytes reserved at the end",
 }
-
-_WINDOWS_HINT = (
-    "pass windows= naming a unit of work that repeats in the trace, e.g. "
-    'windows="annotation:^step$" (each iteration inside '
-    'torch.profiler.record_function("step")), windows="frame:^train_step$" '
-    '(entries into a function) or windows="every:500" (every 500 events)'
-)
-
 
 def parse_size(size: Size) -> int:
     """Return the number of bytes that ``size`` names, as a budget reads it (the library's
@@ -99,37 +92,6 @@ def format_size(n: int, *, exact: bool = False) -> str:
     return _native.format_size(n, exact)
 
 
-def _windows_line(device: dict) -> str:
-    """One line saying how a device's trace was cut into windows."""
-    windows = device["windows"]
-    count = windows.get("count") or 0
-    spec = windows.get("spec")
-    return (
-        f"device {device['device']}: {count} window{'' if count == 1 else 's'} from "
-        f"{windows.get('source')}" + (f" (spec {spec})" if spec else "")
-    )
-
-
-def _unjudged_reason(device: dict) -> str | None:
-    """Why growth per window cannot be judged on ``device``, or ``None`` when it can."""
-    windows = device["windows"]
-    if windows.get("verdicts"):
-        return None
-    reason = windows.get("reason")
-    return f"{_windows_line(device)}: no verdicts" + (f": {reason}" if reason else "")
-
-
-def _suspect_line(suspect: dict) -> str:
-    """One line naming a suspect: site, kind, rate, windows grown, onset."""
-    rate = suspect["bytes_per_window"]
-    kind = suspect["kind"]
-    return (
-        f"    {suspect['site']['label']}: {kind}, "
-        f"{format_size(rate, exact=True)} per window, grew in {suspect['windows_growing']} of "
-        f"{suspect['windows_total']} windows since window {suspect['onset_window']}"
-    )
-
-
 def assert_no_leaks(
     snapshot_or_path: SnapshotSource,
     limit: Size,
@@ -159,47 +121,12 @@ def assert_no_leaks(
     >>> assert_no_leaks(snapshot, 2**20, windows=r"annotation:^step$")  # doctest: +SKIP
     """
     __tracebackhide__ = True
-    limit_bytes = parse_size(limit)
-    snapshot = _snapshot(snapshot_or_path)
-    report = snapshot.leaks(windows=windows, within=within, device=device).to_dict()
-    devices = report["devices"]
-
-    reasons = [_unjudged_reason(d) for d in devices]
-    if not devices or all(reasons):
-        where = "\n".join(f"  {r}" for r in reasons) or "  the snapshot has no trace events"
-        raise AssertionError(
-            f"leakscope: growth per window cannot be judged (windows={windows!r}), so "
-            f"this leak check cannot pass:\n{where}\n{_WINDOWS_HINT}"
-        )
-
-    sections = []
-    offenders = 0
-    for dev, reason in zip(devices, reasons):
-        if reason is not None:
-            continue
-        over = sorted(
-            (
-                s
-                # The library's suspects are the kinds that count (leak, retained).
-                for s in dev["suspects"]
-                if s["bytes_per_window"] > limit_bytes
-            ),
-            key=lambda s: s["bytes_per_window"],
-            reverse=True,
-        )
-        if over:
-            offenders += len(over)
-            lines = [f"  {_windows_line(dev)}"]
-            lines += [_suspect_line(s) for s in over]
-            sections.append("\n".join(lines))
-    if offenders:
-        sites = "call site grows" if offenders == 1 else "call sites grow"
-        limit_text = format_size(limit_bytes, exact=True)
-        raise AssertionError(
-            f"leakscope: {offenders} {sites} by more than {limit_text} per window:\n"
-            + "\n".join(sections)
-        )
-    return report
+    options = {"windows": windows or "auto", "within": within, "device": device}
+    data, failure = _snapshot(snapshot_or_path)._native.leaks_over(
+        parse_size(limit), {k: v for k, v in options.items() if v is not None})
+    if failure is not None:
+        raise AssertionError(failure)
+    return json.loads(data)
 
 
 def assert_memory_below(

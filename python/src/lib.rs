@@ -286,6 +286,25 @@ impl NativeSession {
         }
     }
 
+    /// `leaks` with its keywords, judged against `limit` bytes per window: the report's
+    /// JSON, and why it fails the limit (`None`: it holds; see
+    /// `render::leak_limit::failure`).
+    fn leaks_over(
+        &self,
+        py: Python<'_>,
+        limit: u64,
+        kw: &Bound<'_, PyDict>,
+    ) -> PyResult<(String, Option<String>)> {
+        let kw = kw.copy()?;
+        let spec: String = need(&kw, "windows")?;
+        kw.set_item("windows", &spec)?;
+        let o = options(&kw)?;
+        let s = &self.inner;
+        let r = py.detach(|| s.leaks(&o)).map_err(session_error)?;
+        let json = serde_json::to_string(&r).map_err(json_error)?;
+        Ok((json, render::leak_limit::failure(&r, limit, &spec)))
+    }
+
     /// Folded stacks (`folded`) or an SVG, as text.
     fn flamegraph(&self, py: Python<'_>, kw: &Bound<'_, PyDict>) -> PyResult<String> {
         let kw = kw.copy()?;

@@ -11,6 +11,7 @@ pub mod gc_held;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod leak_limit;
 pub mod leaks;
 pub mod oom;
 pub mod phases;
