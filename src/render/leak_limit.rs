@@ -20,7 +20,7 @@ windows=\"frame:^train_step$\" (entries into a function) or windows=\"every:500\
 ///
 /// ```
 /// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/scenarios/control_no_leak.pickle");
-/// let s = leakscope::session::Session::open(path.as_ref(), Default::default()).unwrap();
+/// let s = leakscope::session::Session::open(std::path::Path::new(path), Default::default()).unwrap();
 /// let r = s.leaks(&Default::default()).unwrap();
 /// assert_eq!(leakscope::render::leak_limit::failure(&r, 0, "auto"), None);
 /// ```
@@ -58,7 +58,7 @@ pub fn failure(report: &LeaksReport, limit: u64, windows: &str) -> Option<String
         if over.is_empty() {
             continue;
         }
-        over.sort_by(|a, b| b.bytes_per_window.cmp(&a.bytes_per_window));
+        over.sort_by_key(|s| std::cmp::Reverse(s.bytes_per_window));
         offenders += over.len();
         let mut lines = vec![format!("  {}", windows_line(d))];
         lines.extend(over.iter().map(|s| {
