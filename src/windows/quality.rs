@@ -69,6 +69,11 @@ pub enum Failure {
     /// inside it and free less than `LAYERS_KEEP_BELOW` in place: they are its layers
     /// (each layer's forward recomputed by activation checkpointing).
     OneBackward,
+    /// Every allocation from the first window on runs inside one module's `forward`, under
+    /// which every window starts, and the windows free less than `LAYERS_KEEP_BELOW` in
+    /// place: they are the layers of a single forward, keeping what they save for a
+    /// backward the trace does not hold.
+    OneForward,
     /// Windows do different work (a function entered both in forward and in backward).
     NotSameWork {
         /// Share of the middle windows doing a typical window's work.
@@ -181,6 +186,11 @@ impl Allocations {
     /// Event indices of the allocations, in order.
     pub fn births(&self) -> &[u32] {
         &self.births
+    }
+
+    /// The stack id of allocation `i` (of [`Allocations::births`]).
+    pub fn stack(&self, i: usize) -> u32 {
+        self.stacks[i]
     }
 }
 

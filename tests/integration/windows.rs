@@ -414,3 +414,87 @@ fn families_refused_early_are_listed_with_the_reason() {
     let (_, text, _) = run_cli(&["windows", p]);
     assert!(text.contains("  -  ") || text.contains(" - "), "{text}");
 }
+
+/// Whether every allocation of device 0 runs under one `forward` function (file and
+/// name) from the first one made inside a `forward` to the end of the trace, as CPython
+/// reads the file (no: the trace holds a backward, an optimizer step or other work
+/// outside one forward).
+fn one_forward_holds_the_rest(path: &Path) -> bool {
+    const SCRIPT: &str = r#"
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+trace = (d.get("device_traces") or [[]])[0]
+fw = lambda e: {(f["filename"], f["name"]) for f in e.get("frames", []) if f["name"] == "forward"}
+allocs = [e for e in trace if e["action"] == "alloc"]
+first = next((i for i, e in enumerate(allocs) if fw(e)), None)
+common = set() if first is None else fw(allocs[first])
+for e in allocs[first or 0:]:
+    common &= fw(e)
+print("yes" if common else "no")
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(path)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}: python failed", path.display());
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+/// A trace of one forward with autograd on and no backward (a benchmark dumping the
+/// snapshot after the forward) repeats only its layers, which free most of what they
+/// make and keep what they save for the backward: not units of work. The generator's
+/// `single_forward_layers` gets one window, no verdicts, no suspect, its layer families
+/// refused as `one-forward`; the real traces held by one forward (CPython's reading) get
+/// no suspect, and windows with verdicts there free nearly all they make (whole passes,
+/// or layers under `torch.no_grad()`).
+#[test]
+fn a_single_forward_is_not_cut_into_its_layers() {
+    if !have_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let scenario = fixture("scenarios/single_forward_layers.pickle");
+    let truth = read_json(&fixture("scenarios/single_forward_layers.truth.json"));
+    assert_eq!(truth["windows"]["count"], 1);
+    assert!(truth["leaks"].as_array().unwrap().is_empty());
+    assert!(one_forward_holds_the_rest(&scenario));
+    let p = scenario.to_str().unwrap();
+    let d = device_of(&leakscope_json(&["leaks", p]), 0, p).clone();
+    assert_eq!(d["windows"]["verdicts"], false);
+    assert!(d["suspects"].as_array().unwrap().is_empty());
+    let w = leakscope_json(&["windows", p]);
+    let refused = device_of(&w, 0, p)["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| {
+            c["quality"]["failed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["check"] == "one-forward")
+        });
+    assert!(refused, "the layer families are refused as one forward");
+
+    let Some(real) = corpus("a_single_forward_is_not_cut_into_its_layers") else {
+        return;
+    };
+    let more = real.parent().unwrap().join("real-more");
+    let mut held = 0;
+    for e in std::fs::read_dir(&more).into_iter().flatten().flatten() {
+        let f = e.path();
+        if f.extension().is_none_or(|x| x != "pickle") || !one_forward_holds_the_rest(&f) {
+            continue;
+        }
+        held += 1;
+        let p = f.to_str().unwrap();
+        let d = device_of(&leakscope_json(&["leaks", p]), 0, p).clone();
+        assert!(d["suspects"].as_array().unwrap().is_empty(), "{p}");
+        if d["windows"]["verdicts"] == true {
+            let freed = d["windows"]["quality"]["self_freed"].as_f64().unwrap();
+            assert!(freed >= 0.9, "{p}: windows keeping memory inside one forward");
+        }
+    }
+    assert!(!more.exists() || held >= 2, "real-more holds single forwards");
+}
