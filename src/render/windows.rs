@@ -32,7 +32,7 @@ pub fn failure_text(f: &Failure) -> String {
             freed_by_last * 100.0
         ),
         Failure::OneBackward => "the stacks show a single backward: these windows are the layers of one pass, which gets no verdicts".to_string(),
-        Failure::OneForward => "every allocation from the first window on runs inside one module's forward, under which each window starts, and the windows keep memory: they are the layers of a single forward (what they keep is saved for a backward the trace does not hold), which gets no verdicts".to_string(),
+        Failure::OneCall => "every allocation from the first window on runs inside one call of a module's forward or an optimizer's step, under which each window starts, and the windows keep memory: they are the layers of a single forward (keeping what they save for a backward the trace does not hold) or the parameters of a single step, which get no verdicts".to_string(),
         Failure::NotSameWork { same_work } => format!(
             "windows do different work: {:.0}% allocate from the same call stacks as a typical one",
             same_work * 100.0
@@ -86,7 +86,7 @@ pub fn candidates_table(c: &[Candidate], limit: usize, style: Style) -> String {
             Some(Failure::NotCleaningUp { .. }) => "keeps memory".into(),
             Some(Failure::NotAlike { .. }) => "unlike".into(),
             Some(Failure::NotSameWork { .. }) => "different work".into(),
-            Some(Failure::OnePass { .. } | Failure::OneBackward | Failure::OneForward) => {
+            Some(Failure::OnePass { .. } | Failure::OneBackward | Failure::OneCall) => {
                 "one pass".into()
             }
             Some(Failure::TooShort { .. }) => "too short".into(),

@@ -18,7 +18,7 @@
 //! the end of a step, the pipeline case, only shows as growth per micro-batch). When
 //! nothing qualifies the whole trace is one window and there are no per-window verdicts.
 
-mod one_forward;
+mod one_call;
 mod quality;
 mod set;
 mod source;
@@ -325,12 +325,13 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     let measure = |families: Vec<Family>| {
         let mut m = shortlist(families, replay, events, allocs);
         for x in &mut m {
-            // Layers of one forward keep what they save for its backward; whole passes
-            // repeated free nearly everything they make.
+            // Layers of one forward keep what they save for its backward, parameters of
+            // one optimizer step their new state; whole passes and steps repeated free
+            // nearly everything they make.
             if x.quality.self_freed < quality::LAYERS_KEEP_BELOW
-                && one_forward::one_forward(snap, allocs, &x.family.starts).is_some()
+                && one_call::one_call(snap, allocs, &x.family.starts).is_some()
             {
-                x.quality.failed.push(Failure::OneForward);
+                x.quality.failed.push(Failure::OneCall);
             }
         }
         if let Some(roles) = roles {

@@ -69,11 +69,12 @@ pub enum Failure {
     /// inside it and free less than `LAYERS_KEEP_BELOW` in place: they are its layers
     /// (each layer's forward recomputed by activation checkpointing).
     OneBackward,
-    /// Every allocation from the first window on runs inside one module's `forward`, under
-    /// which every window starts, and the windows free less than `LAYERS_KEEP_BELOW` in
-    /// place: they are the layers of a single forward, keeping what they save for a
-    /// backward the trace does not hold.
-    OneForward,
+    /// Every allocation from the first window on runs inside one call of a module's
+    /// `forward` or an optimizer's `step`, under which every window starts, and the
+    /// windows free less than `LAYERS_KEEP_BELOW` in place: they are the layers of a
+    /// single forward (keeping what they save for a backward the trace does not hold) or
+    /// the parameters of a single step (each getting its state).
+    OneCall,
     /// Windows do different work (a function entered both in forward and in backward).
     NotSameWork {
         /// Share of the middle windows doing a typical window's work.
