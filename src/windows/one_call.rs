@@ -20,8 +20,9 @@ fn container(name: &str, file: &str) -> bool {
     name == "forward" || (name == "step" && file.contains("optim"))
 }
 
-/// Allocations whose stacks are read (evenly sampled from the first window's start on):
-/// one outside the call is enough to say the trace holds more than it.
+/// Allocations whose stacks are read (evenly sampled from the first window's start on, and
+/// the last one, where work after the call would be): one outside the call is enough to
+/// say the trace holds more than it.
 const SAMPLE: usize = 4096;
 
 /// Window starts whose stacks are read (evenly sampled).
@@ -40,7 +41,7 @@ pub fn one_call(snap: &Snapshot, allocs: &Allocations, starts: &[u32]) -> Option
     if first >= births.len() {
         return None;
     }
-    let forwards = |i: usize| -> Vec<Function> {
+    let calls = |i: usize| -> Vec<Function> {
         let stack = StackId(allocs.stack(i));
         let mut f: Vec<Function> = snap
             .stacks
@@ -57,7 +58,7 @@ pub fn one_call(snap: &Snapshot, allocs: &Allocations, starts: &[u32]) -> Option
         f.dedup();
         f
     };
-    let mut common = forwards(first);
+    let mut common = calls(first);
     let step = starts.len().div_ceil(STARTS).max(1);
     let at_starts = starts
         .iter()
@@ -66,11 +67,11 @@ pub fn one_call(snap: &Snapshot, allocs: &Allocations, starts: &[u32]) -> Option
         .filter(|&i| i < births.len());
     let rest = births.len() - first;
     let sampled = (0..rest.min(SAMPLE)).map(|k| first + k * rest / rest.min(SAMPLE));
-    for i in at_starts.chain(sampled) {
+    for i in at_starts.chain(sampled).chain([births.len() - 1]) {
         if common.is_empty() {
             return None;
         }
-        let here = forwards(i);
+        let here = calls(i);
         common.retain(|f| here.binary_search(f).is_ok());
     }
     common.first().copied()

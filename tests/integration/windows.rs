@@ -451,7 +451,7 @@ print("yes" if common else "no")
 /// no suspect, and windows with verdicts there free nearly all they make (whole passes,
 /// or layers under `torch.no_grad()`).
 #[test]
-fn a_single_call_is_not_cut_into_its_parts() {
+fn single_calls_are_not_cut_into_parts_scenario_and_corpus() {
     if !have_python() {
         eprintln!("skipped: no python3");
         return;
@@ -479,7 +479,7 @@ fn a_single_call_is_not_cut_into_its_parts() {
         });
     assert!(refused, "the layer families are refused as one call");
 
-    let Some(real) = corpus("a_single_call_is_not_cut_into_its_parts") else {
+    let Some(real) = corpus("single_calls_are_not_cut_into_parts_scenario_and_corpus") else {
         return;
     };
     let more = real.parent().unwrap().join("real-more");
