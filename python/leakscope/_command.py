@@ -26,7 +26,8 @@ def _default(p: dict) -> Any:
 def command(name: str, output: Optional[str] = None) -> Callable[[Callable], Callable]:
     """Gives the decorated function (``f(positional..., **options)``) the keywords of the
     command ``name`` (for ``export``, those ``--{output}`` allows) after its own
-    positional parameters: its signature and help list them, a call binds them (an
+    positional parameters: its help starts with the command's description (then the
+    function's own notes) and lists them with its signature, a call binds them (an
     unknown keyword is a ``TypeError``) and ``options`` holds every keyword, defaults
     included, as the native layer reads them (unset ones left out, paths as text)."""
     params = _native.params(name, output)
@@ -50,7 +51,8 @@ def command(name: str, output: Optional[str] = None) -> Callable[[Callable], Cal
         lines = [f"- ``{p['name']}``: {p['help']}"
                  + (f" (default ``{p['default']}``)" if p["default"] is not None else "")
                  for p in params]
-        call.__doc__ = (inspect.cleandoc(f.__doc__ or "") + f"\n\nKeywords (``leakscope {name}"
+        call.__doc__ = (f"{_native.about(name)} (``leakscope {name} --json``).\n\n"
+                        + inspect.cleandoc(f.__doc__ or "") + f"\n\nKeywords (``leakscope {name}"
                         " --help``):\n\n" + "\n".join(lines) + "\n")
         return call
 

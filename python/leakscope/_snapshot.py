@@ -54,45 +54,31 @@ class Snapshot:
             self._summary = self._run("summary", {})
         return self._summary
 
+    # Each command's help starts with its description on the command line (``@command``).
+
     @command("leaks")
     def leaks(self, **options: Any) -> Result:
-        """The call sites whose memory grows per window (micro-batch), each with its memory
-        role (``leakscope leaks --json``).
-
-        Example: ``snap.leaks(windows="annotation:micro_batch").to_pandas()``
-        """
+        """Example: ``snap.leaks(windows="annotation:micro_batch").to_pandas()``"""
         return self._run("leaks", options)
 
     @command("windows")
     def windows(self, **options: Any) -> Result:
-        """How the trace is cut into windows, and why (``leakscope windows --json``).
-
-        Example: ``snap.windows().to_dict()["devices"][0]["reason"]``
-        """
+        """Example: ``snap.windows().to_dict()["devices"][0]["reason"]``"""
         return self._run("windows", options)
 
     @command("phases")
     def phases(self, **options: Any) -> Result:
-        """Memory per annotated phase (``leakscope phases --json``): live bytes at the
-        start, peak and end of each ``record_function`` range, and per family of names.
-
-        Example: ``snap.phases().to_pandas().sort_values("peak_bytes").tail()``
-        """
+        """Example: ``snap.phases().to_pandas().sort_values("peak_bytes").tail()``"""
         return self._run("phases", options)
 
     @command("top")
     def top(self, **options: Any) -> Result:
-        """What holds memory at a point (``leakscope top --json``), each row with the
-        memory role of most of its bytes.
-
-        Example: ``snap.top(at="peak", limit=5).to_pandas()``
-        """
+        """Example: ``snap.top(at="peak", limit=5).to_pandas()``"""
         return self._run("top", options)
 
     @command("tree")
     def tree(self, **options: Any) -> Result:
-        """The call tree of the memory live at a point (``leakscope tree --json``; the
-        data holds every node, ``str()`` sums up those under ``min_share``).
+        """The data holds every node; ``str()`` sums up those under ``min_share``.
 
         Example: ``snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]``
         """
@@ -100,34 +86,23 @@ class Snapshot:
 
     @command("segments")
     def segments(self, **options: Any) -> Result:
-        """The segment map at a point (``leakscope segments --json``).
-
-        Example: ``snap.segments(at="oom").to_pandas()``
-        """
+        """Example: ``snap.segments(at="oom").to_pandas()``"""
         return self._run("segments", options)
 
     @command("timeline")
     def timeline(self, **options: Any) -> Result:
-        """Every allocation over the trace (``leakscope timeline --json``): the
-        ``max_allocations`` largest by bytes x lifetime one by one, the rest summed.
-
-        Example: ``snap.timeline(max_allocations=500).to_pandas()``
-        """
+        """Example: ``snap.timeline(max_allocations=500).to_pandas()``"""
         return self._run("timeline", options)
 
     @command("oom")
     def oom(self, **options: Any) -> Result:
-        """Why an allocation failed (``leakscope oom --json``): the request, the free
-        memory, fragmentation, the holders with their roles, and advice.
-
-        Example: ``snap.oom().to_dict()["devices"][0]["advice"]``
-        """
+        """Example: ``snap.oom().to_dict()["devices"][0]["advice"]``"""
         return self._run("oom", options)
 
     @command("flamegraph")
     def flamegraph(self, path: Optional[PathLike] = None, **options: Any) -> str:
-        """A flame graph of the memory live at a point: the SVG (or folded stacks with
-        ``folded=True``) as text, also written to ``path`` when given.
+        """Returns the SVG (or the folded stacks) as text, also written to ``path`` when
+        given.
 
         Example: ``snap.flamegraph("peak.svg", at="peak")``
         """
@@ -138,8 +113,7 @@ class Snapshot:
 
     @command("report")
     def report(self, path: Optional[PathLike] = None, **options: Any) -> Result:
-        """The self-contained HTML report, written to ``path`` when given; returns its
-        data (``leakscope report --json``).
+        """Writes the page to ``path`` when given; returns its data.
 
         Example: ``snap.report("report.html")``
         """
@@ -226,9 +200,7 @@ def _snapshot(source: Any) -> Snapshot:
 @command("compare")
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike],
             **options: Any) -> Result:
-    """Two runs side by side: growth per site and end state (``leakscope compare A B
-    --json``); with ``at`` (``"peak"``, ``"end"``, ``"oom"``) what each holds at that
-    point, site by site (why the peak moved). Two run directories with ``at`` are compared
+    """``a`` and ``b``: snapshots or files; two run directories with ``at`` are compared
     step by step, rank by rank (``to_pandas()``: a row per step, rank and device).
 
     Example: ``leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas()``
@@ -242,8 +214,7 @@ def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike],
 
 @command("ranks")
 def ranks(directory: PathLike, **options: Any) -> Result:
-    """A whole run: every rank and step below ``directory`` (``leakscope ranks DIR
-    --json``); a folder without a run layout gives a row per file.
+    """A folder without a run layout gives a row per file.
 
     Example: ``leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")``
     """

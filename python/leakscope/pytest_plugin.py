@@ -48,8 +48,6 @@ __all__ = [
     "LeakOptions",
     "MemoryOptions",
     "check_leaks",
-    "leak_options",
-    "memory_options",
     "report_paths",
 ]
 
@@ -82,50 +80,40 @@ _MARKERS = {
 
 @dataclasses.dataclass(frozen=True)
 class MemoryOptions:
-    """The arguments of a ``limit_cuda_memory`` marker, checked."""
+    """The arguments of a ``limit_cuda_memory`` marker (its signature), checked.
 
-    limit: int
+    >>> MemoryOptions("2 GiB").limit
+    2147483648
+    """
+
+    limit: Size
     device: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limit", parse_size(self.limit))
 
 
 @dataclasses.dataclass(frozen=True)
 class LeakOptions:
-    """The arguments of a ``limit_cuda_leaks`` marker, checked."""
+    """The arguments of a ``limit_cuda_leaks`` marker (its signature), checked.
 
-    limit: int
+    >>> options = LeakOptions("1 MiB", repeat=4)
+    >>> options.limit, options.windows, options.repeat
+    (1048576, 'annotation:^leakscope_repeat$', 4)
+    """
+
+    limit: Size
     windows: str = DEFAULT_WINDOWS
     repeat: int = 3
     within: str | None = None
     max_entries: int = 100_000
 
-
-def memory_options(limit: Size, device: int | None = None) -> MemoryOptions:
-    """Check the arguments of ``limit_cuda_memory`` (the marker's signature).
-
-    >>> memory_options("2 GiB").limit
-    2147483648
-    """
-    return MemoryOptions(parse_size(limit), device)
-
-
-def leak_options(
-    limit: Size,
-    windows: str = DEFAULT_WINDOWS,
-    repeat: int = 3,
-    *,
-    within: str | None = None,
-    max_entries: int = 100_000,
-) -> LeakOptions:
-    """Check the arguments of ``limit_cuda_leaks`` (the marker's signature).
-
-    >>> options = leak_options("1 MiB", repeat=4)
-    >>> options.limit, options.windows, options.repeat
-    (1048576, 'annotation:^leakscope_repeat$', 4)
-    """
-    for name, value in (("repeat", repeat), ("max_entries", max_entries)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, not {value!r}")
-    return LeakOptions(parse_size(limit), windows, repeat, within, max_entries)
+    def __post_init__(self) -> None:
+        for name in ("repeat", "max_entries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, not {value!r}")
+        object.__setattr__(self, "limit", parse_size(self.limit))
 
 
 def report_paths(report_dir: str | Path, nodeid: str) -> tuple[Path, Path]:
@@ -237,7 +225,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     Runs before the test's fixtures, so a skipped test builds none of them.
     """
-    parsers = {_MEMORY: (memory_options, _memory_key), _LEAKS: (leak_options, _leaks_key)}
+    parsers = {_MEMORY: (MemoryOptions, _memory_key), _LEAKS: (LeakOptions, _leaks_key)}
     found = {}
     for name, (parse, key) in parsers.items():
         marker = item.get_closest_marker(name)

@@ -105,10 +105,9 @@ def assert_no_leaks(
     ``snapshot_or_path`` is a :class:`leakscope.Snapshot`, a path to a snapshot file, the
     file's bytes, or the dict ``torch.cuda.memory._snapshot()`` returns. ``limit`` is bytes
     per window, an ``int`` or a string such as ``"1 MiB"`` (:func:`parse_size`).
-    ``windows``, ``within`` and ``device`` are those of :meth:`leakscope.Snapshot.leaks`:
-    how the trace is cut into units of work (``"auto"``, ``"annotation:REGEX"``,
-    ``"frame:REGEX"``, ``"site:REGEX"``, ``"every:N"``), the phase of each unit to keep,
-    and the one device to look at (all by default).
+    ``windows``, ``within`` and ``device`` are the keywords of
+    :meth:`leakscope.Snapshot.leaks` (the units of work, the phase of each to keep, the
+    one device to look at).
 
     Raises ``AssertionError`` when a suspect of kind ``leak`` or ``retained`` on any device
     keeps more than ``limit`` bytes per window; the message names each such site, its kind,

@@ -161,6 +161,15 @@ fn params<'py>(
     pythonize::pythonize(py, &kept).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// A command's description, the line its `--help` starts with (what Python's help shows
+/// above a call's own notes).
+#[pyfunction]
+fn about(command: &str) -> PyResult<String> {
+    let cmd = leakscope::cli::params::command(command)
+        .ok_or_else(|| usage(format!("no command `{command}`")))?;
+    Ok(cmd.get_about().map(|a| a.to_string()).unwrap_or_default())
+}
+
 fn load_options(max_decompressed_bytes: Option<u64>) -> LoadOptions<'static> {
     let mut o = LoadOptions::default();
     if let Some(m) = max_decompressed_bytes {
@@ -768,6 +777,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_size, m)?)?;
     m.add_function(wrap_pyfunction!(rows, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
+    m.add_function(wrap_pyfunction!(about, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

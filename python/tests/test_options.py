@@ -106,7 +106,7 @@ def test_an_export_keyword_does_what_its_flag_does(tmp_path):
 
 
 def test_keywords_come_with_the_command_lines_defaults_and_help():
-    """A call's signature and help are its command's: the defaults `--help` prints, each
+    """A call's signature and help are its command's: its description, the defaults `--help` prints, each
     keyword's help line, and a keyword no command takes is Python's own `TypeError`."""
     text = subprocess.run(cli() + ["top", "--help"], capture_output=True, text=True,
                           check=True).stdout
@@ -118,6 +118,7 @@ def test_keywords_come_with_the_command_lines_defaults_and_help():
     assert params["limit"].default == int(re.search(r"--limit.*?\[default: (\d+)\]", text,
                                                     re.S).group(1))
     assert "Drop C++ frames" in leakscope.Snapshot.top.__doc__
+    assert leakscope.Snapshot.top.__doc__.startswith(text.splitlines()[0])  # the description
     snap = leakscope.load(ROOT / "fixtures" / "scenarios" / "control_no_leak.pickle")
     with pytest.raises(TypeError, match="windos"):
         snap.leaks(windos="auto")
