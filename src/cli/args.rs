@@ -23,64 +23,28 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The commands; each one's description is the doc line of its arguments' struct, which
+/// clap shows in `--help` (written there once).
 #[derive(Subcommand)]
 pub enum Command {
-    /// What a snapshot holds: format, devices, segments, blocks, bytes, trace events
     Summary(SummaryCmd),
-    /// What holds memory at a point (end, peak, oom, an event, a time), by call site
     Top(TopCmd),
-    /// The call sites whose memory grows per window (micro-batch): leaks and retained memory
     Leaks(LeaksCmd),
-    /// Two runs side by side: growth per site and end state (forward-only vs training, before vs after a fix)
     Compare(CompareCmd),
-    /// Why an allocation failed: the request, free memory and its fragmentation, holders, growth, advice
     Oom(OomCmd),
-    /// The segment map at a point: every segment, its blocks, free space inside and between them
     Segments(SegmentsCmd),
-    /// A whole run: every rank and step in a directory (verl, torch_npu layouts), outliers flagged
     Ranks(RanksCmd),
-    /// CI memory gate: limits from a budget file (and a baseline), per device; exit 1 when over budget
     Check(CheckCmd),
-    /// How the trace is cut into windows (micro-batches) for leaks, and why
     Windows(WindowsCmd),
-    /// Memory per annotated phase: live bytes at the start, peak and end of each record_function range
     Phases(PhasesCmd),
-    /// Every allocation over the trace, as memory_viz's timeline draws it (the largest one by one, the rest summed)
     Timeline(TimelineCmd),
-    /// The call tree of the memory live at a point: bytes per frame, inclusive and self
     Tree(TreeCmd),
-    /// A flame graph of the memory live at a point (SVG, or folded stacks with --folded)
     Flamegraph(FlamegraphCmd),
-    /// A self-contained HTML report (charts, tables, flamegraph per device) that opens offline
     Report(ReportCmd),
-    /// Convert a snapshot to leakscope's MessagePack cache (.msgpack) or to JSON (.json)
     Convert(ConvertCmd),
-    /// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, pprof profiles
     Export(ExportCmd),
-    /// A range of the trace as a snapshot of its own (pickle) that memory_viz and PyTorch's tools read
-    ///
-    /// The range is (FROM, TO]: the events after FROM up to and including TO, resolved on the
-    /// reference device (--device N, else the device with the most events). The output holds
-    /// the allocator state after TO as `segments`, the range's events as `device_traces`, and
-    /// the `external_annotations` inside its time range. Without --device, every other device
-    /// keeps its events in the same time range (time_us after FROM's, up to TO's; start and
-    /// end are open) and its state after them; with --device N only device N is written.
-    ///
-    /// Points: start, end, peak, oom, event:N (after event N), time:US (after the last event
-    /// at or before US), and any of start/end/peak/oom/event:N moved by events: peak-1000,
-    /// event:500+20 (kept inside the trace). --around P --events N is --from P-N --to P+N.
-    ///
-    /// Example: leakscope slice run.pickle --around peak --events 1000 -o peak.pickle
-    #[command(verbatim_doc_comment)]
     Slice(SliceCmd),
-    /// A Model Context Protocol server over stdio for coding agents: the commands as tools
-    ///
-    /// Each tool is a command (summary, top, tree, leaks, windows, phases, oom, segments,
-    /// compare, ranks, timeline) with its arguments by name, and returns the document the
-    /// command prints with --json. Files stay loaded between calls while unchanged; each is a
-    /// resource (leakscope://snapshot/PATH) holding its summary. See docs/agents.md.
     #[cfg(feature = "mcp")]
-    #[command(verbatim_doc_comment)]
     Mcp(McpCmd),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions {
@@ -256,8 +220,14 @@ pub struct WindowsCmd {
 }
 
 /// A Model Context Protocol server over stdio for coding agents: the commands as tools
+///
+/// Each tool is a command (summary, top, tree, leaks, windows, phases, oom, segments,
+/// compare, ranks, timeline) with its arguments by name, and returns the document the
+/// command prints with --json. Files stay loaded between calls while unchanged; each is a
+/// resource (leakscope://snapshot/PATH) holding its summary. See docs/agents.md.
 #[cfg(feature = "mcp")]
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct McpCmd {
     /// Files kept loaded at once (the least recently asked about is dropped beyond it)
     #[arg(long, default_value_t = 8)]
@@ -340,7 +310,7 @@ pub struct ConvertCmd {
     pub load: LoadArgs,
 }
 
-/// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, a pprof profile
+/// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, pprof profiles
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("outputs").required(true).multiple(true).args(["parquet", "perfetto", "pprof"])))]
 pub struct ExportCmd {
@@ -381,8 +351,22 @@ pub struct ExportCmd {
     pub load: LoadArgs,
 }
 
-/// A range of the trace as a snapshot of its own (pickle): `leakscope slice --help`
+/// A range of the trace as a snapshot of its own (pickle) that memory_viz and PyTorch's tools read
+///
+/// The range is (FROM, TO]: the events after FROM up to and including TO, resolved on the
+/// reference device (--device N, else the device with the most events). The output holds
+/// the allocator state after TO as `segments`, the range's events as `device_traces`, and
+/// the `external_annotations` inside its time range. Without --device, every other device
+/// keeps its events in the same time range (time_us after FROM's, up to TO's; start and
+/// end are open) and its state after them; with --device N only device N is written.
+///
+/// Points: start, end, peak, oom, event:N (after event N), time:US (after the last event
+/// at or before US), and any of start/end/peak/oom/event:N moved by events: peak-1000,
+/// event:500+20 (kept inside the trace). --around P --events N is --from P-N --to P+N.
+///
+/// Example: leakscope slice run.pickle --around peak --events 1000 -o peak.pickle
 #[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct SliceCmd {
     /// Snapshot file
     pub file: PathBuf,
