@@ -48,6 +48,25 @@ pub struct LeakOptions {
 /// given back, still happening late, are memory lost per occurrence.
 pub const KEPT_LEAK_MIN_WINDOWS: usize = 3;
 
+/// Growth in most windows that then stops for as many windows as it grew in (and three at
+/// least) has stopped: a cache that filled up (bounded), not memory kept per window.
+pub const STOPPED_MIN_WINDOWS: usize = 3;
+
+/// Memory held to a coarser boundary (a sawtooth: kept per micro-batch until its
+/// mini-batch ends) is let go in bursts, each freeing memory born in several earlier
+/// windows; memory merely in flight (a pipeline's micro-batches, a buffer made for the
+/// next window) is let go about a window at a time. A site's memory is released in bursts
+/// when what it carried past the end of a window is freed in bursts in at least this many
+/// windows...
+pub const BURST_MIN_RELEASES: usize = 2;
+
+/// ...and at least this share (numerator, denominator) of the carried bytes it freed went
+/// in such bursts (windows freeing memory born in two windows or more). Such a site is
+/// judged on what it carries past each window's own end (not the next window's) and frees
+/// in bursts: a mini-batch of three micro-batches keeps only its first one past the next
+/// window, yet every one until the mini-batch ends.
+pub const BURST_SHARE: (usize, usize) = (2, 3);
+
 /// What a site's growth is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -515,6 +534,9 @@ struct Verdict {
     kind: Kind,
     onset: usize,
     rate_windows: Vec<usize>,
+    /// Growth at every window, whatever gaps `rate_windows` leave (memory released in
+    /// bursts: only the older windows of each burst give its rate).
+    every_window: bool,
 }
 
 /// The run of growing windows (at most one window without growth inside it) that reaches
@@ -552,7 +574,15 @@ fn release_spans(s: &Survivors, replay: &Replay, windows: &Windows) -> Option<(u
     })
 }
 
-fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOptions) -> Verdict {
+/// The verdict on one key's survivors; `bursts`: its memory is released in bursts
+/// ([`BURST_SHARE`]), so it is never merely in flight.
+fn classify(
+    s: &Survivors,
+    replay: &Replay,
+    windows: &Windows,
+    opts: &LeakOptions,
+    bursts: bool,
+) -> Verdict {
     let n = windows.len();
     let grew: Vec<usize> = (0..n).filter(|&w| s.series[w] > 0).collect();
     let counted: Vec<usize> = grew.iter().copied().filter(|&w| w >= opts.warmup).collect();
@@ -566,17 +596,22 @@ fn classify(s: &Survivors, replay: &Replay, windows: &Windows, opts: &LeakOption
     );
     let kept_to_end = nine_tenths(at_end, total);
     let spans = release_spans(s, replay, windows);
-    let most = counted.len() >= 2 && counted.len() * 2 >= n.saturating_sub(opts.warmup);
+    let stopped = counted.last().is_some_and(|&last| {
+        let quiet = n - 1 - last;
+        quiet >= STOPPED_MIN_WINDOWS && quiet >= counted.len()
+    });
+    let most = counted.len() >= 2 && counted.len() * 2 >= n.saturating_sub(opts.warmup) && !stopped;
     let onset = counted.first().or(grew.first()).copied().unwrap_or(0);
     let verdict = |kind, onset, rate_windows| Verdict {
         kind,
         onset,
         rate_windows,
+        every_window: false,
     };
     // Memory kept until a coarser boundary outlives a varying number of boundaries (the
     // sawtooth: the first micro-batch's buffer waits longest); micro-batches merely in
     // flight in a pipeline schedule all outlive the same few. The latter is not growth.
-    let steady_in_flight = !kept_to_end && spans.is_some_and(|(lo, hi)| hi - lo <= 1);
+    let steady_in_flight = !bursts && !kept_to_end && spans.is_some_and(|(lo, hi)| hi - lo <= 1);
     if most {
         let kind = match (steady_in_flight, kept_to_end) {
             (true, _) => Kind::InFlight,
@@ -646,6 +681,7 @@ fn late_leak(
         kind: Kind::Leak,
         onset: start,
         rate_windows: run,
+        every_window: false,
     })
 }
 
@@ -732,6 +768,144 @@ fn release_of(
     })
 }
 
+/// Sites judged in flight or sporadic whose memory is released in bursts
+/// ([`BURST_SHARE`]): judged again on the memory they carry past each window's own end,
+/// and taken as that verdict when it is a suspect.
+fn rejudge_bursts(
+    judged: &mut [(Survivors, Verdict)],
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+    opts: &LeakOptions,
+) {
+    let unsure: Vec<usize> = (0..judged.len())
+        .filter(|&i| matches!(judged[i].1.kind, Kind::InFlight | Kind::Sporadic))
+        .collect();
+    if unsure.is_empty() {
+        return;
+    }
+    let keys: FastMap<u32, usize> = unsure.iter().map(|&i| (judged[i].0.key, i)).collect();
+    for (key, lifes) in carried(&keys, replay, windows, attr) {
+        let i = keys[&key];
+        let Some(bursts) = released_in_bursts(&lifes, replay, windows) else {
+            continue;
+        };
+        let mut c = Survivors {
+            key,
+            series: vec![0; windows.len()],
+            lifes: bursts.lifes,
+            early: std::mem::take(&mut judged[i].0.early),
+        };
+        let mut births = windows.cursor();
+        for &li in &c.lifes {
+            let l = &replay.lifetimes[li];
+            if let Some(w) = traced_birth(l).and_then(|b| births.of_event(b)) {
+                c.series[w] = c.series[w].saturating_add(l.bytes);
+            }
+        }
+        let mut v = classify(&c, replay, windows, opts, true);
+        if v.kind == Kind::Retained {
+            v.rate_windows = bursts.rate_windows;
+            v.every_window = true;
+        }
+        if v.kind.is_suspect() {
+            judged[i] = (c, v);
+        } else {
+            judged[i].0.early = c.early;
+        }
+    }
+}
+
+fn traced_birth(l: &Lifetime) -> Option<u32> {
+    match l.origin {
+        Origin::Traced(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// The memory of each of `keys` alive at the end of the window it was born in (in-flight
+/// activations left out), in birth order.
+fn carried(
+    keys: &FastMap<u32, usize>,
+    replay: &Replay,
+    windows: &Windows,
+    attr: &mut Attributor,
+) -> FastMap<u32, Vec<usize>> {
+    let mut out: FastMap<u32, Vec<usize>> = FastMap::default();
+    let mut births = windows.cursor();
+    for (li, l) in replay.lifetimes.iter().enumerate() {
+        let Some(w) = traced_birth(l).and_then(|b| births.of_event(b)) else {
+            continue;
+        };
+        let end = windows.range(w).1;
+        if l.freed.is_some_and(|f| f < end) || in_flight(attr, li) {
+            continue;
+        }
+        if let Some(k) = attr.key_of(li, l).filter(|k| keys.contains_key(k)) {
+            out.entry(k).or_default().push(li);
+        }
+    }
+    out
+}
+
+/// What a site carried and let go in bursts.
+struct Bursts {
+    /// The carried memory released in bursts, and what is never freed (without the
+    /// memory merely passed on to a later window).
+    lifes: Vec<usize>,
+    /// The windows a burst frees memory of, each burst's youngest left out: memory
+    /// passed on to the next window may go in the same window as the burst, so only
+    /// the older windows show what one window keeps.
+    rate_windows: Vec<usize>,
+}
+
+/// The part of carried memory `lifes` released in bursts, when it is released in bursts
+/// ([`BURST_MIN_RELEASES`], [`BURST_SHARE`]).
+fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Option<Bursts> {
+    let (mut births, mut frees) = (windows.cursor(), windows.cursor());
+    // (release window, birth window, lifetime) of each carried allocation freed in a window.
+    let mut freed: Vec<(usize, usize, usize)> = Vec::new();
+    let mut kept: Vec<usize> = Vec::new();
+    for &li in lifes {
+        let l = &replay.lifetimes[li];
+        let Some(b) = traced_birth(l).and_then(|b| births.of_event(b)) else {
+            continue;
+        };
+        match l.freed {
+            None => kept.push(li),
+            Some(f) => freed.extend(frees.of_event(f).map(|f| (f, b, li))),
+        }
+    }
+    freed.sort_unstable();
+    let bytes = |x: &(usize, usize, usize)| u128::from(replay.lifetimes[x.2].bytes);
+    let (mut bursts, mut burst_bytes, mut all_bytes) = (0, 0u128, 0u128);
+    let mut rate_windows = Vec::new();
+    for release in freed.chunk_by(|a, b| a.0 == b.0) {
+        let sum: u128 = release.iter().map(bytes).sum();
+        all_bytes += sum;
+        // Born in two windows or more (sorted by birth window within a release).
+        let youngest = release.last().map(|x| x.1);
+        if release.first().map(|x| x.1) != youngest {
+            bursts += 1;
+            burst_bytes += sum;
+            kept.extend(release.iter().map(|x| x.2));
+            let older = release.iter().map(|x| x.1).filter(|&b| Some(b) != youngest);
+            rate_windows.extend(older);
+        }
+    }
+    let (num, den) = BURST_SHARE;
+    if bursts < BURST_MIN_RELEASES || burst_bytes * (den as u128) < all_bytes * (num as u128) {
+        return None;
+    }
+    kept.sort_unstable();
+    rate_windows.sort_unstable();
+    rate_windows.dedup();
+    Some(Bursts {
+        lifes: kept,
+        rate_windows,
+    })
+}
+
 fn growth(
     s: &Survivors,
     v: &Verdict,
@@ -750,7 +924,7 @@ fn growth(
     let (role, roles) = survivor_roles(&s.lifes, replay, attr);
     let names = attr.names_of(s.lifes.iter().map(|&i| (i, replay.lifetimes[i].bytes)));
     let occurrence = median(v.rate_windows.iter().map(|&w| s.series[w]).collect());
-    let period = period_of(&v.rate_windows);
+    let period = period_of(&v.rate_windows).filter(|_| !v.every_window);
     let held = growing_allocations(s, replay, windows);
     Growth {
         site: attr.site(s.key).clone(),
@@ -873,8 +1047,15 @@ pub fn leaks(
     }
     let mut suspects: Vec<(Growth, Survivors)> = Vec::new();
     let mut others = Vec::new();
-    for s in survivors(replay, windows, attr) {
-        let v = classify(&s, replay, windows, opts);
+    let mut judged: Vec<(Survivors, Verdict)> = survivors(replay, windows, attr)
+        .into_iter()
+        .map(|s| {
+            let v = classify(&s, replay, windows, opts, false);
+            (s, v)
+        })
+        .collect();
+    rejudge_bursts(&mut judged, replay, windows, attr, opts);
+    for (s, v) in judged {
         let g = growth(&s, &v, replay, windows, attr);
         if g.bytes_per_window < opts.min_bytes {
             continue;
