@@ -61,7 +61,9 @@ pub const STOPPED_MIN_WINDOWS: usize = 3;
 pub const BURST_MIN_RELEASES: usize = 2;
 
 /// ...and at least this share (numerator, denominator) of the carried bytes it freed went
-/// in such bursts (windows freeing memory born in two windows or more). Such a site is
+/// in such bursts: windows freeing memory born in two earlier windows or more, that keep
+/// nothing of their own past themselves (a conveyor hands each window's memory on to a
+/// later one; a boundary's release clears it, the last window's own included). Such a site is
 /// judged on what it carries past each window's own end (not the next window's) and frees
 /// in bursts: a mini-batch of three micro-batches keeps only its first one past the next
 /// window, yet every one until the mini-batch ends.
@@ -862,20 +864,33 @@ struct Bursts {
 /// The part of carried memory `lifes` released in bursts, when it is released in bursts
 /// ([`BURST_MIN_RELEASES`], [`BURST_SHARE`]).
 fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Option<Bursts> {
-    let (mut births, mut frees) = (windows.cursor(), windows.cursor());
-    // (release window, birth window, lifetime) of each carried allocation freed in a window.
+    let mut births = windows.cursor();
+    // A free between two windows belongs to the one before: a boundary's release.
+    let release_window = |f: u32| windows.starts.partition_point(|&s| s <= f).checked_sub(1);
+    // (release window, birth window, lifetime) of each allocation freed after its window.
     let mut freed: Vec<(usize, usize, usize)> = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
+    // Windows whose memory goes on past their release (to a later window, or the end).
+    let mut carried_on: Vec<usize> = Vec::new();
     for &li in lifes {
         let l = &replay.lifetimes[li];
         let Some(b) = traced_birth(l).and_then(|b| births.of_event(b)) else {
             continue;
         };
-        match l.freed {
-            None => kept.push(li),
-            Some(f) => freed.extend(frees.of_event(f).map(|f| (f, b, li))),
+        match l.freed.map(release_window) {
+            None => {
+                kept.push(li);
+                carried_on.push(b);
+            }
+            Some(Some(r)) if r > b => {
+                freed.push((r, b, li));
+                carried_on.push(b);
+            }
+            Some(_) => {}
         }
     }
+    carried_on.sort_unstable();
+    carried_on.dedup();
     freed.sort_unstable();
     let bytes = |x: &(usize, usize, usize)| u128::from(replay.lifetimes[x.2].bytes);
     let (mut bursts, mut burst_bytes, mut all_bytes) = (0, 0u128, 0u128);
@@ -883,9 +898,12 @@ fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Op
     for release in freed.chunk_by(|a, b| a.0 == b.0) {
         let sum: u128 = release.iter().map(bytes).sum();
         all_bytes += sum;
-        // Born in two windows or more (sorted by birth window within a release).
+        // Born in two windows or more (sorted by birth window within a release), and
+        // closing: what the release window made itself goes no further (a conveyor
+        // passes it on to a later window).
         let youngest = release.last().map(|x| x.1);
-        if release.first().map(|x| x.1) != youngest {
+        let closes = carried_on.binary_search(&release[0].0).is_err();
+        if release.first().map(|x| x.1) != youngest && closes {
             bursts += 1;
             burst_bytes += sum;
             kept.extend(release.iter().map(|x| x.2));
