@@ -864,6 +864,13 @@ impl TraceBuilder {
     }
 }
 
+/// `leaks` of a hand-made trace, windows at each micro-batch's input: its device.
+fn leaks_of(trace: &tempfile::TempPath) -> serde_json::Value {
+    let path = trace.to_str().unwrap();
+    let r = leakscope_json(&["leaks", path, "--windows", "site:next_batch"]);
+    r["devices"][0].clone()
+}
+
 /// The site labelled `label` among a device's suspects and not-suspects, and whether
 /// it is a suspect.
 fn site_of<'v>(d: &'v serde_json::Value, label: &str) -> (&'v serde_json::Value, bool) {
@@ -897,13 +904,7 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
             }
         }
     });
-    let r = leakscope_json(&[
-        "leaks",
-        sawtooth.to_str().unwrap(),
-        "--windows",
-        "site:next_batch",
-    ]);
-    let d = &r["devices"][0];
+    let d = &leaks_of(&sawtooth);
     assert_eq!(d["windows"]["count"], 9, "{}", d["windows"]);
     let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
     assert!(suspect, "{g}");
@@ -922,13 +923,7 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
             t.free(a);
         }
     });
-    let r = leakscope_json(&[
-        "leaks",
-        conveyor.to_str().unwrap(),
-        "--windows",
-        "site:next_batch",
-    ]);
-    let d = &r["devices"][0];
+    let d = &leaks_of(&conveyor);
     let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
     assert!(!suspect, "{g}");
     assert_eq!(g["kind"], "in-flight");
@@ -945,13 +940,8 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
         }
         pending.push(own);
     });
-    let r = leakscope_json(&[
-        "leaks",
-        pairs.to_str().unwrap(),
-        "--windows",
-        "site:next_batch",
-    ]);
-    let (g, suspect) = site_of(&r["devices"][0], "/app/p2p.py:20:recv");
+    let d = leaks_of(&pairs);
+    let (g, suspect) = site_of(&d, "/app/p2p.py:20:recv");
     assert!(!suspect, "{g}");
 }
 
@@ -966,13 +956,7 @@ fn growth_that_stopped_is_bounded() {
         }
         t.alloc("/app/train.py", 60, "log_outputs", 2 << 20);
     });
-    let r = leakscope_json(&[
-        "leaks",
-        cache.to_str().unwrap(),
-        "--windows",
-        "site:next_batch",
-    ]);
-    let d = &r["devices"][0];
+    let d = &leaks_of(&cache);
     assert_eq!(d["windows"]["count"], 8, "{}", d["windows"]);
     let (g, suspect) = site_of(d, "/app/rope.py:40:get_emb");
     assert!(!suspect, "{g}");
