@@ -63,10 +63,10 @@ pub const BURST_MIN_RELEASES: usize = 2;
 /// ...and at least this share (numerator, denominator) of the carried bytes it freed went
 /// in such bursts: windows freeing memory born in two earlier windows or more, that keep
 /// nothing of their own past themselves (a conveyor hands each window's memory on to a
-/// later one; a boundary's release clears it, the last window's own included). Such a site is
-/// judged on what it carries past each window's own end (not the next window's) and frees
-/// in bursts: a mini-batch of three micro-batches keeps only its first one past the next
-/// window, yet every one until the mini-batch ends.
+/// later one; a boundary's release clears it, the last window's own included). Such a
+/// site is judged on what it carries past each window's own end (not the next window's)
+/// and frees in bursts: a mini-batch of three micro-batches keeps only its first one past
+/// the next window, yet every one until the mini-batch ends.
 pub const BURST_SHARE: (usize, usize) = (2, 3);
 
 /// What a site's growth is.
