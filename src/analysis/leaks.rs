@@ -724,15 +724,25 @@ fn most_held(lifes: &[usize], replay: &Replay, windows: &Windows) -> u64 {
 /// boundary, survivor or not, in the window of the first survivor's release.
 fn release_of(
     s: &Survivors,
+    v: &Verdict,
     replay: &Replay,
     windows: &Windows,
     attr: &mut Attributor,
 ) -> Option<Release> {
+    // Memory let go in bursts: the burst is what the older windows kept (what the
+    // youngest passed on may go in the same window, freed elsewhere).
+    let mut births = windows.cursor();
+    let mut kept_by_rate_windows = |l: &Lifetime| {
+        !v.every_window
+            || traced_birth(l)
+                .and_then(|b| births.of_event(b))
+                .is_some_and(|w| v.rate_windows.binary_search(&w).is_ok())
+    };
     let freed: Vec<&Lifetime> = s
         .lifes
         .iter()
         .map(|&i| &replay.lifetimes[i])
-        .filter(|l| l.freed.is_some())
+        .filter(|l| l.freed.is_some() && kept_by_rate_windows(l))
         .collect();
     let first = freed.iter().min_by_key(|l| l.freed)?;
     let mut frees = windows.cursor();
@@ -745,7 +755,12 @@ fn release_of(
     let first_free = first.freed?;
     let burst = windows.of_event(first_free);
     let mut burst_start = first_free;
-    for (li, l) in replay.lifetimes.iter().enumerate() {
+    for (li, l) in replay
+        .lifetimes
+        .iter()
+        .enumerate()
+        .filter(|_| !v.every_window)
+    {
         let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
             continue;
         };
@@ -935,7 +950,7 @@ fn growth(
     let grew: Vec<usize> = (0..windows.len()).filter(|&w| s.series[w] > 0).collect();
     let first_life = &replay.lifetimes[s.lifes[0]];
     let released_at = if v.kind == Kind::Retained {
-        release_of(s, replay, windows, attr)
+        release_of(s, v, replay, windows, attr)
     } else {
         None
     };

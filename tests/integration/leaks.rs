@@ -914,6 +914,15 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
     assert_eq!(g["bytes_per_occurrence"], MIB16);
     assert_eq!(g["period_windows"], serde_json::Value::Null);
     assert_eq!(g["windows_growing"], 6);
+    // Released at the first mini-batch's end: events 0-4 and 5-9 are its first two
+    // micro-batches (input, temporary and its free, buffer, the input's free), then the
+    // third's input, temporary, its free and buffer (10-13): the burst starts at 14.
+    let released = &g["released_at"];
+    assert_eq!(released["event_index"], 14, "{g}");
+    assert_eq!(
+        released["site"]["label"],
+        "/app/train.py:9:train_mini_batch"
+    );
 
     let mut in_flight = std::collections::VecDeque::new();
     let conveyor = micro_batches(9, |_, t| {
@@ -967,4 +976,27 @@ fn growth_that_stopped_is_bounded() {
         (g["kind"].as_str(), g["bytes_per_window"].as_u64()),
         (Some("leak"), Some(2 << 20))
     );
+}
+
+/// `pp_short_mini_batches`: each retained site is released where the generator's truth
+/// says, its first free in the burst at the mini-batch end (not a free of memory the
+/// site handed on to the next micro-batch in the same window).
+#[test]
+fn short_mini_batches_are_released_at_the_truths_event() {
+    let truth = read_json(&fixture("scenarios/pp_short_mini_batches.truth.json"));
+    let path = fixture("scenarios/pp_short_mini_batches.pickle");
+    let r = leakscope_json(&["leaks", path.to_str().unwrap()]);
+    let suspects = r["devices"][0]["suspects"].as_array().unwrap();
+    let leaks = truth["leaks"].as_array().unwrap();
+    assert_eq!(suspects.len(), leaks.len());
+    for t in leaks {
+        let s = suspects
+            .iter()
+            .find(|s| s["site"]["label"] == t["site"])
+            .unwrap_or_else(|| panic!("{} is not a suspect", t["site"]));
+        assert_eq!(
+            s["released_at"]["event_index"], t["released_at_event"],
+            "{s}"
+        );
+    }
 }
