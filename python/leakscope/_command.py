@@ -51,7 +51,7 @@ def command(name: str, output: Optional[str] = None) -> Callable[[Callable], Cal
         lines = [f"- ``{p['name']}``: {p['help']}"
                  + (f" (default ``{p['default']}``)" if p["default"] is not None else "")
                  for p in params]
-        call.__doc__ = (f"{_native.about(name)} (``leakscope {name} --json``).\n\n"
+        call.__doc__ = (f"{_native.about(name)} (``leakscope {name}``).\n\n"
                         + inspect.cleandoc(f.__doc__ or "") + f"\n\nKeywords (``leakscope {name}"
                         " --help``):\n\n" + "\n".join(lines) + "\n")
         return call

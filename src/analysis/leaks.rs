@@ -734,7 +734,7 @@ fn release_of(
     let mut births = windows.cursor();
     let mut kept_by_rate_windows = |l: &Lifetime| {
         !v.every_window
-            || traced_birth(l)
+            || l.traced_birth()
                 .and_then(|b| births.of_event(b))
                 .is_some_and(|w| v.rate_windows.binary_search(&w).is_ok())
     };
@@ -755,21 +755,19 @@ fn release_of(
     let first_free = first.freed?;
     let burst = windows.of_event(first_free);
     let mut burst_start = first_free;
-    for (li, l) in replay
-        .lifetimes
-        .iter()
-        .enumerate()
-        .filter(|_| !v.every_window)
-    {
-        let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
-            continue;
-        };
-        if f < burst_start
-            && windows.of_event(f) == burst
-            && windows.of_event(b) < burst
-            && attr.key_of(li, l) == Some(s.key)
-        {
-            burst_start = f;
+    // A burst judged on its own memory starts at that memory's first free.
+    if !v.every_window {
+        for (li, l) in replay.lifetimes.iter().enumerate() {
+            let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
+                continue;
+            };
+            if f < burst_start
+                && windows.of_event(f) == burst
+                && windows.of_event(b) < burst
+                && attr.key_of(li, l) == Some(s.key)
+            {
+                burst_start = f;
+            }
         }
     }
     let snap = attr.snapshot();
@@ -816,7 +814,7 @@ fn rejudge_bursts(
         let mut births = windows.cursor();
         for &li in &c.lifes {
             let l = &replay.lifetimes[li];
-            if let Some(w) = traced_birth(l).and_then(|b| births.of_event(b)) {
+            if let Some(w) = l.traced_birth().and_then(|b| births.of_event(b)) {
                 c.series[w] = c.series[w].saturating_add(l.bytes);
             }
         }
@@ -833,13 +831,6 @@ fn rejudge_bursts(
     }
 }
 
-fn traced_birth(l: &Lifetime) -> Option<u32> {
-    match l.origin {
-        Origin::Traced(b) => Some(b),
-        _ => None,
-    }
-}
-
 /// The memory of each of `keys` alive at the end of the window it was born in (in-flight
 /// activations left out), in birth order.
 fn carried(
@@ -851,7 +842,7 @@ fn carried(
     let mut out: FastMap<u32, Vec<usize>> = FastMap::default();
     let mut births = windows.cursor();
     for (li, l) in replay.lifetimes.iter().enumerate() {
-        let Some(w) = traced_birth(l).and_then(|b| births.of_event(b)) else {
+        let Some(w) = l.traced_birth().and_then(|b| births.of_event(b)) else {
             continue;
         };
         let end = windows.range(w).1;
@@ -880,8 +871,6 @@ struct Bursts {
 /// ([`BURST_MIN_RELEASES`], [`BURST_SHARE`]).
 fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Option<Bursts> {
     let mut births = windows.cursor();
-    // A free between two windows belongs to the one before: a boundary's release.
-    let release_window = |f: u32| windows.starts.partition_point(|&s| s <= f).checked_sub(1);
     // (release window, birth window, lifetime) of each allocation freed after its window.
     let mut freed: Vec<(usize, usize, usize)> = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
@@ -889,10 +878,11 @@ fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Op
     let mut carried_on: Vec<usize> = Vec::new();
     for &li in lifes {
         let l = &replay.lifetimes[li];
-        let Some(b) = traced_birth(l).and_then(|b| births.of_event(b)) else {
+        let Some(b) = l.traced_birth().and_then(|b| births.of_event(b)) else {
             continue;
         };
-        match l.freed.map(release_window) {
+        // A free between two windows belongs to the one before: a boundary's release.
+        match l.freed.map(|f| windows.at_or_before(f)) {
             None => {
                 kept.push(li);
                 carried_on.push(b);

@@ -67,6 +67,15 @@ impl Lifetime {
         }
     }
 
+    /// The `alloc` event of a traced allocation (`None`: reconstructed).
+    #[inline]
+    pub fn traced_birth(&self) -> Option<u32> {
+        match self.origin {
+            Origin::Traced(a) => Some(a),
+            _ => None,
+        }
+    }
+
     /// For a reconstructed allocation: the last event before it that freed its address
     /// (it began after that event); `None`: held from the start of the trace, or traced.
     pub fn born_after(&self) -> Option<u32> {

@@ -86,8 +86,14 @@ impl Windows {
     /// The window holding event `i` (`None` outside every window): the last that starts
     /// at or before it, if `i` comes before that window's end.
     pub fn of_event(&self, i: u32) -> Option<usize> {
-        let k = self.starts.partition_point(|&s| s <= i).checked_sub(1)?;
+        let k = self.at_or_before(i)?;
         (i < self.range(k).1).then_some(k)
+    }
+
+    /// The last window that starts at or before event `i`, even when `i` falls after its
+    /// end (between two windows: a boundary's work belongs to the window before).
+    pub fn at_or_before(&self, i: u32) -> Option<usize> {
+        self.starts.partition_point(|&s| s <= i).checked_sub(1)
     }
 
     /// A [`WindowCursor`] over these windows, for events asked about in increasing order.
