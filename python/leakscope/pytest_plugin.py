@@ -40,6 +40,7 @@ from typing import Any, Callable
 import pytest
 
 import leakscope
+from leakscope import _native
 from leakscope.testing import Size, assert_no_leaks, format_size, parse_size
 
 __all__ = [
@@ -159,8 +160,7 @@ def check_leaks(
             raise
         pickle_path, html_path = report_paths(report_dir, nodeid)
         pickle_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(pickle_path, "wb") as f:
-            pickle.dump(snapshot, f)
+        _native.write_output(str(pickle_path), pickle.dumps(snapshot), [])
         loaded.report(html_path, windows=windows, within=within)
         raise AssertionError(
             f"{error}\nleakscope: snapshot written to {pickle_path}, report to {html_path}"

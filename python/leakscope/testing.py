@@ -43,13 +43,10 @@ Size = Union[int, str]
 #: ``torch.cuda.memory._snapshot()`` returns.
 SnapshotSource = Union["leakscope.Snapshot", str, "os.PathLike[str]", bytes, dict, list]
 
-#: What :func:`assert_memory_below` can limit: the measures of leakscope's CI gate.
-MEMORY_MEASURES = {
-    "peak_requested": "the most bytes requested at any point",
-    "peak_reserved": "the most bytes reserved at any point",
-    "end_allocated": "the bytes allocated at the end, pending frees left out",
-    "end_reserved": "the bytes reserved at the end",
-}
+#: What :func:`assert_memory_below` can limit: the measures of leakscope's CI gate, each
+#: with what it measures.
+MEMORY_MEASURES = dict(_native.memory_measures())
+
 
 def parse_size(size: Size) -> int:
     """Return the number of bytes that ``size`` names, as a budget reads it (the library's
@@ -137,35 +134,16 @@ def assert_memory_below(
 ) -> dict[int, int]:
     """Fail when a device's memory, measured as ``what``, exceeds ``limit``.
 
-    ``what`` is one of :data:`MEMORY_MEASURES`: ``peak_requested`` (the most bytes the
-    program had requested at any point of the trace), ``peak_reserved``, ``end_allocated``
-    or ``end_reserved``, as ``leakscope check`` measures them; ``limit`` is bytes or a size
-    string; ``device`` restricts the check to one device. Raises ``AssertionError`` naming
+    ``what`` is one of :data:`MEMORY_MEASURES`, as ``leakscope check`` measures it;
+    ``limit`` is bytes or a size string; ``device`` restricts the check to one device. Raises ``AssertionError`` naming
     each device over the limit and its figure; returns ``{device: bytes}`` otherwise.
 
     >>> assert_memory_below("run.pickle", "60 GiB")  # doctest: +SKIP
     {0: 4217852004}
     """
     __tracebackhide__ = True
-    if what not in MEMORY_MEASURES:
-        raise ValueError(f"what must be one of {', '.join(MEMORY_MEASURES)}, not {what!r}")
-    limit_bytes = parse_size(limit)
-    snapshot = _snapshot(snapshot_or_path)
-    gate = leakscope.check(snapshot, {"memory": {what: limit_bytes}}).to_dict()
-    devices = [
-        d for f in gate["files"] for d in f["devices"] if device is None or d["device"] == device
-    ]
-    if device is not None and not devices:
-        raise ValueError(f"the snapshot has no device {device}")
-    over = [
-        f"  device {d['device']}: {format_size(case['value'], exact=True)}"
-        for d in devices
-        for case in d["cases"]
-        if case["name"] == f"memory.{what}" and not case["passed"]
-    ]
-    if over:
-        raise AssertionError(
-            f"leakscope: {what} ({MEMORY_MEASURES[what]}) is over the limit of "
-            f"{format_size(limit_bytes, exact=True)}:\n" + "\n".join(over)
-        )
-    return {d["device"]: d["measured"][what] for d in devices}
+    figures, failure = _snapshot(snapshot_or_path)._native.memory_over(
+        what, parse_size(limit), device)
+    if failure is not None:
+        raise AssertionError(failure)
+    return figures

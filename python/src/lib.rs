@@ -3,11 +3,13 @@
 //! result objects; options arrive as the strings the command line takes and are parsed by
 //! the same `FromStr` implementations. Loading and analysing run without the GIL.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
 use leakscope::attribute::roles::RoleRules;
+use leakscope::budget::gate::MEMORY_MEASURES;
 use leakscope::budget::{Baseline, Budget};
 use leakscope::export;
 use leakscope::render::{self, Style, Text};
@@ -312,6 +314,44 @@ impl NativeSession {
         let r = py.detach(|| s.leaks(&o)).map_err(session_error)?;
         let json = serde_json::to_string(&r).map_err(json_error)?;
         Ok((json, render::leak_limit::failure(&r, limit, &spec)))
+    }
+
+    /// Each device's figure of `measure` (one of the budget's `[memory]` measures; only
+    /// `device` when given), and why it fails `limit` bytes (`None`: it holds; see
+    /// `render::memory_limit::failure`). The figures are those `check` measures.
+    #[pyo3(signature = (measure, limit, device=None))]
+    fn memory_over(
+        &self,
+        py: Python<'_>,
+        measure: &str,
+        limit: u64,
+        device: Option<i64>,
+    ) -> PyResult<(BTreeMap<i64, u64>, Option<String>)> {
+        if !MEMORY_MEASURES.iter().any(|(name, _)| *name == measure) {
+            let names: Vec<&str> = MEMORY_MEASURES.iter().map(|(name, _)| *name).collect();
+            return Err(usage(format!(
+                "what must be one of {}, not {measure:?}",
+                names.join(", ")
+            )));
+        }
+        let budget = Budget::parse(&format!("[memory]\n{measure} = {limit}\n"))
+            .map_err(|e| usage(format!("budget: {e}")))?;
+        let opts = session::check_options(&budget, None, &Options::default());
+        let s = &self.inner;
+        let file = py
+            .detach(|| s.check(&budget, None, &opts))
+            .map_err(session_error)?;
+        let figures: Vec<(i64, u64)> = file
+            .devices
+            .iter()
+            .filter(|d| device.is_none_or(|x| x == d.device))
+            .filter_map(|d| Some((d.device, d.measured.memory(measure)?)))
+            .collect();
+        if let (Some(x), true) = (device, figures.is_empty()) {
+            return Err(usage(format!("the snapshot has no device {x}")));
+        }
+        let failure = render::memory_limit::failure(&figures, measure, limit);
+        Ok((figures.into_iter().collect(), failure))
     }
 
     /// Folded stacks (`folded`) or an SVG, as text.
@@ -745,6 +785,12 @@ fn rows<'py>(py: Python<'py>, doc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
     pythonize::pythonize(py, &table).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// The measures `assert_memory_below` can limit, each with what it measures.
+#[pyfunction]
+fn memory_measures() -> Vec<(&'static str, &'static str)> {
+    MEMORY_MEASURES.to_vec()
+}
+
 /// The default limit on decompressed size, in bytes.
 #[pyfunction]
 fn default_max_decompressed_bytes() -> u64 {
@@ -776,6 +822,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_size, m)?)?;
     m.add_function(wrap_pyfunction!(rows, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_measures, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(about, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -29,6 +29,31 @@ pub struct Measured {
     pub peak_requested_by_role: Vec<crate::analysis::top::RoleBytes>,
 }
 
+/// The measures a `[memory]` limit names (apart from roles), each with what it measures:
+/// the words a front end's memory assertion (Python's `assert_memory_below`) uses.
+pub const MEMORY_MEASURES: [(&str, &str); 4] = [
+    ("peak_requested", "the most bytes requested at any point"),
+    ("peak_reserved", "the most bytes reserved at any point"),
+    (
+        "end_allocated",
+        "the bytes allocated at the end, pending frees left out",
+    ),
+    ("end_reserved", "the bytes reserved at the end"),
+];
+
+impl Measured {
+    /// The figure of a measure of [`MEMORY_MEASURES`] (`None` for any other name).
+    pub fn memory(&self, measure: &str) -> Option<u64> {
+        match measure {
+            "peak_requested" => Some(self.peak_requested),
+            "peak_reserved" => Some(self.peak_reserved),
+            "end_allocated" => Some(self.end_allocated),
+            "end_reserved" => Some(self.end_reserved),
+            _ => None,
+        }
+    }
+}
+
 /// What one device's memory measured, apart from growth.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryFigures {

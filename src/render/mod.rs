@@ -13,6 +13,7 @@ pub mod json;
 pub mod junit;
 pub mod leak_limit;
 pub mod leaks;
+pub mod memory_limit;
 pub mod oom;
 pub mod phases;
 pub mod pickle;
