@@ -135,8 +135,9 @@ def assert_memory_below(
     """Fail when a device's memory, measured as ``what``, exceeds ``limit``.
 
     ``what`` is one of :data:`MEMORY_MEASURES`, as ``leakscope check`` measures it;
-    ``limit`` is bytes or a size string; ``device`` restricts the check to one device. Raises ``AssertionError`` naming
-    each device over the limit and its figure; returns ``{device: bytes}`` otherwise.
+    ``limit`` is bytes or a size string; ``device`` restricts the check to one device.
+    Raises ``AssertionError`` naming each device over the limit and its figure (worded by
+    the library, as the CLI sizes it); returns ``{device: bytes}`` otherwise.
 
     >>> assert_memory_below("run.pickle", "60 GiB")  # doctest: +SKIP
     {0: 4217852004}
