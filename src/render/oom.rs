@@ -229,7 +229,12 @@ pub fn device_text(r: &DeviceOom, style: Style) -> String {
     }
     if !r.top_holders.is_empty() {
         o.push('\n');
-        let _ = writeln!(o, "{}", style.bold("held at the failure"));
+        let when = if r.oom.found {
+            "held at the failure"
+        } else {
+            "held at the end"
+        };
+        let _ = writeln!(o, "{}", style.bold(when));
         let named = r.top_holders.iter().any(|h| !h.names.is_empty());
         let mut columns = vec![
             ("bytes", Align::Right),

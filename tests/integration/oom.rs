@@ -116,6 +116,25 @@ fn a_file_without_oom_explains_its_end_state() {
     assert_eq!(v["allocated_bytes"], s["devices"][0]["allocated_bytes"]);
 }
 
+/// The text names its holders by when they were held: at the failure only when there was
+/// one.
+#[test]
+fn holders_are_named_at_the_failure_or_at_the_end() {
+    for (name, when, not) in [
+        (
+            "fragmentation_oom",
+            "held at the failure",
+            "held at the end",
+        ),
+        ("npu_shaped", "held at the end", "held at the failure"),
+    ] {
+        let path = fixture(&format!("scenarios/{name}.pickle"));
+        let (code, out, err) = run_cli(&["oom", path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(out.contains(when) && !out.contains(not), "{name}:\n{out}");
+    }
+}
+
 /// `segments --json`'s map of the file's first device.
 fn segments_json(path: &std::path::Path, at: &str) -> serde_json::Value {
     let v = leakscope_json(&["segments", path.to_str().unwrap(), "--at", at]);
