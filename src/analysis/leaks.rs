@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::point::{At, Point, point_after};
 use super::top::{self, RoleBytes, TopRow};
+use crate::attribute::roles::RoleMap;
 use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
 use crate::model::fxhash::FastMap;
@@ -62,11 +63,16 @@ pub const BURST_MIN_RELEASES: usize = 2;
 
 /// ...and at least this share (numerator, denominator) of the carried bytes it freed went
 /// in such bursts: windows freeing memory born in two earlier windows or more, that keep
-/// nothing of their own past themselves (a conveyor hands each window's memory on to a
-/// later one; a boundary's release clears it, the last window's own included). Such a
-/// site is judged on what it carries past each window's own end (not the next window's)
-/// and frees in bursts: a mini-batch of three micro-batches keeps only its first one past
-/// the next window, yet every one until the mini-batch ends.
+/// nothing of their own past the next window (a conveyor hands each window's memory on to
+/// a later one; a boundary's release clears it, the last window's own included), and that
+/// free it together, no backward running between the frees (a mini-batch's kept outputs
+/// dropped at its end; a pipeline stage's cool-down hands back each micro-batch's input
+/// after its own backward, however many windows the inputs were born in). Memory handed
+/// to the next window only (a buffer for it, a temporary its forward frees) is in flight
+/// and counts neither way, unless a burst frees it. Such a site is judged on what it
+/// carries past each window's own end (not the next window's) and frees in bursts: a
+/// mini-batch of three micro-batches keeps only its first one past the next window, yet
+/// every one until the mini-batch ends.
 pub const BURST_SHARE: (usize, usize) = (2, 3);
 
 /// What a site's growth is.
@@ -802,7 +808,7 @@ fn rejudge_bursts(
     let keys: FastMap<u32, usize> = unsure.iter().map(|&i| (judged[i].0.key, i)).collect();
     for (key, lifes) in carried(&keys, replay, windows, attr) {
         let i = keys[&key];
-        let Some(bursts) = released_in_bursts(&lifes, replay, windows) else {
+        let Some(bursts) = released_in_bursts(&lifes, replay, windows, attr.roles()) else {
             continue;
         };
         let mut c = Survivors {
@@ -869,12 +875,17 @@ struct Bursts {
 
 /// The part of carried memory `lifes` released in bursts, when it is released in bursts
 /// ([`BURST_MIN_RELEASES`], [`BURST_SHARE`]).
-fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Option<Bursts> {
+fn released_in_bursts(
+    lifes: &[usize],
+    replay: &Replay,
+    windows: &Windows,
+    roles: Option<&RoleMap>,
+) -> Option<Bursts> {
     let mut births = windows.cursor();
     // (release window, birth window, lifetime) of each allocation freed after its window.
     let mut freed: Vec<(usize, usize, usize)> = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
-    // Windows whose memory goes on past their release (to a later window, or the end).
+    // Windows whose memory goes on past the next window (to a later one, or the end).
     let mut carried_on: Vec<usize> = Vec::new();
     for &li in lifes {
         let l = &replay.lifetimes[li];
@@ -889,7 +900,9 @@ fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Op
             }
             Some(Some(r)) if r > b => {
                 freed.push((r, b, li));
-                carried_on.push(b);
+                if r > b + 1 {
+                    carried_on.push(b);
+                }
             }
             Some(_) => {}
         }
@@ -900,21 +913,38 @@ fn released_in_bursts(lifes: &[usize], replay: &Replay, windows: &Windows) -> Op
     let bytes = |x: &(usize, usize, usize)| u128::from(replay.lifetimes[x.2].bytes);
     let (mut bursts, mut burst_bytes, mut all_bytes) = (0, 0u128, 0u128);
     let mut rate_windows = Vec::new();
+    // Handed to the next window only: in flight ([`BURST_SHARE`]).
+    let in_flight = |x: &(usize, usize, usize)| x.1 + 1 >= x.0;
     for release in freed.chunk_by(|a, b| a.0 == b.0) {
-        let sum: u128 = release.iter().map(bytes).sum();
-        all_bytes += sum;
-        // Born in two windows or more (sorted by birth window within a release), and
-        // closing: what the release window made itself goes no further (a conveyor
+        // Closing: what the release window made itself goes no further (a conveyor
         // passes it on to a later window).
-        let youngest = release.last().map(|x| x.1);
         let closes = carried_on.binary_search(&release[0].0).is_err();
-        if release.first().map(|x| x.1) != youngest && closes {
-            bursts += 1;
+        // Its frees in runs with no backward between them: a burst is one run.
+        let mut by_free = release.to_vec();
+        by_free.sort_by_key(|x| replay.lifetimes[x.2].freed);
+        let freed_at = |x: &(usize, usize, usize)| replay.lifetimes[x.2].freed.unwrap_or(0);
+        let runs = by_free
+            .chunk_by(|a, b| roles.is_none_or(|m| !m.backward_between(freed_at(a), freed_at(b))));
+        let mut burst = false;
+        for run in runs {
+            // Born in two windows or more.
+            let youngest = run.iter().map(|x| x.1).max();
+            if !closes || run.iter().all(|x| Some(x.1) == youngest) {
+                all_bytes += run
+                    .iter()
+                    .filter(|x| !in_flight(x))
+                    .map(bytes)
+                    .sum::<u128>();
+                continue;
+            }
+            burst = true;
+            let sum: u128 = run.iter().map(bytes).sum();
+            all_bytes += sum;
             burst_bytes += sum;
-            kept.extend(release.iter().map(|x| x.2));
-            let older = release.iter().map(|x| x.1).filter(|&b| Some(b) != youngest);
-            rate_windows.extend(older);
+            kept.extend(run.iter().map(|x| x.2));
+            rate_windows.extend(run.iter().map(|x| x.1).filter(|&b| Some(b) != youngest));
         }
+        bursts += usize::from(burst);
     }
     let (num, den) = BURST_SHARE;
     if bursts < BURST_MIN_RELEASES || burst_bytes * (den as u128) < all_bytes * (num as u128) {

@@ -167,7 +167,7 @@ pub struct TimelineCmd {
 pub struct RanksCmd {
     /// Directory holding per-rank (and per-step) snapshots
     pub dir: PathBuf,
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
     /// Print JSON (schema leakscope.ranks/5)
@@ -335,7 +335,7 @@ pub struct ExportCmd {
     /// pprof: survivor bytes per window by stack (what leaks) instead of live bytes at --at
     #[arg(long, requires = "pprof", conflicts_with = "at")]
     pub growth: bool,
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
     #[arg(long, default_value = "auto")]
     pub windows: WindowSpec,
     /// Device index, or all (every device with segments or trace events)

@@ -22,7 +22,7 @@ use crate::windows::{WindowSpec, Within};
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 #[serde(default)]
 pub struct WindowArgs {
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N
+    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
     #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
     #[serde(deserialize_with = "named::windows")]
     pub windows: WindowSpec,

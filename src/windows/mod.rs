@@ -5,20 +5,23 @@
 //! `record_function` START in `external_annotations`), `metadata` (a window per change of
 //! `user_metadata`), `frame:REGEX` (a window starts at each allocation whose filtered
 //! stack has a frame whose function matches, when the previous allocation's had none),
-//! `every:N` events, and `auto`. A window runs from its start to the next window's start
-//! (the last one to the end of the trace), so every event after the first start belongs
-//! to exactly one window.
+//! `site:REGEX` (a window per allocation at matching call stacks), `pipeline` (a pipeline
+//! schedule's micro-batches), `every:N` events, and `auto`. A window runs from its start
+//! to the next window's start (the last one to the end of the trace), so every event after
+//! the first start belongs to exactly one window.
 //!
 //! `auto` measures its candidates (`quality`): a unit of work frees most of what it
 //! allocates, repeats alike (in length and in the call stacks it allocates from) and covers
-//! the trace. Annotation and metadata families that qualify come first; else entries into
-//! each function and the allocations of each call site. Of the families that qualify, the
+//! the trace. Annotation and metadata families and a pipeline schedule's micro-batches
+//! (excused what its warm-up and cool-down explain) that qualify come first; else entries
+//! into each function and the allocations of each call site. Of the families that qualify, the
 //! coarsest with enough windows to judge growth on wins: a micro-batch rather than its
 //! layers, and rather than its step when the trace holds only a few steps (memory kept to
 //! the end of a step, the pipeline case, only shows as growth per micro-batch). When
 //! nothing qualifies the whole trace is one window and there are no per-window verdicts.
 
 mod one_call;
+mod pipeline;
 mod quality;
 mod set;
 mod source;
@@ -32,8 +35,8 @@ use crate::model::Snapshot;
 use crate::replay::Replay;
 
 pub use quality::{
-    Allocations, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE, MIN_SAME_WORK,
-    MIN_SELF_FREED, MIN_WINDOWS, Quality,
+    Allocations, EVIDENCE, Failure, MIN_ALIKE_EVENTS, MIN_ALIKE_WINDOWS, MIN_COVERAGE,
+    MIN_SAME_WORK, MIN_SELF_FREED, MIN_WINDOWS, Quality,
 };
 pub use set::{Candidate, WindowCursor, Windows};
 pub use source::WindowSource;
@@ -48,9 +51,6 @@ const EVALUATIONS: usize = 64;
 const PER_COUNT: usize = 3;
 /// A family cleans up "nearly as well as the best" within this share of it.
 const NEARLY_BEST: f64 = 0.9;
-/// Windows enough to judge growth on: twice the run a late leak needs, so such a run can
-/// be told from the first half of the trace.
-pub const EVIDENCE: usize = 6;
 
 /// Cuts the trace of `replay`'s device into windows per `spec`.
 pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attributor) -> Windows {
@@ -65,18 +65,25 @@ pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attri
         WindowSpec::Metadata => sources::metadata_family(snap, device),
         WindowSpec::Frame(re) => Some(sources::frame_family(snap, device, attr, re)),
         WindowSpec::Site(re) => Some(sources::site_family(snap, device, re)),
+        WindowSpec::Pipeline => pipeline::micro_batch_families(snap, device, attr)
+            .into_iter()
+            .max_by_key(|f| f.starts.len()),
         WindowSpec::Every(n) => Some(Family {
             source: WindowSource::Every,
             detail: n.to_string(),
             starts: (0..events).step_by(*n as usize).collect(),
             names: Vec::new(),
             spec: spec.to_string(),
+            schedule: false,
         }),
     };
     match family.filter(|f| !f.starts.is_empty()) {
         Some(mut f) => {
             f.spec = spec.to_string();
-            let q = quality::measure(&f.starts, events, &allocs);
+            let mut q = quality::measure(&f.starts, events, &allocs);
+            if f.schedule {
+                pipeline::excuse(&mut q);
+            }
             let reason = format!("as asked: {}", spec);
             build(device, events, f, reason, false, q)
         }
@@ -294,10 +301,16 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
         || sources::metadata_family(snap, device),
     );
     named.extend(metadata);
+    // A pipeline schedule's micro-batches are its own marks of its units of work, as
+    // annotations are: measured with them.
+    named.extend(pipeline::micro_batch_families(snap, device, attr));
     let mut measured: Vec<Measured> = named
         .into_par_iter()
         .map(|f| {
             let mut quality = quality::measure(&f.starts, events, allocs);
+            if f.schedule {
+                pipeline::excuse(&mut quality);
+            }
             // Annotations are the program's own marks of its units of work: what comes
             // before the first (warm-up, graph capture, set-up) is not work it marked, so
             // they need not cover the trace.
@@ -317,6 +330,8 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
         || sources::site_families(snap, device),
     );
     unnamed.extend(sites);
+    // Windows already measured (a schedule's micro-batches) are not measured again.
+    unnamed.retain(|f| !measured.iter().any(|m| m.family.starts == f.starts));
     let considered = measured.len() + unnamed.len();
     let (passed, spread, refused) = cheap_checks(unnamed, events, allocs);
     // One backward in the whole trace: what repeats inside its pass is its layers. (The
@@ -405,6 +420,10 @@ fn chosen(device: i64, events: u32, measured: Vec<Measured>, c: Choice, guessed:
     let what = match family.source {
         WindowSource::Annotation => format!("annotation family `{}`", family.detail),
         WindowSource::Metadata => "changes of user_metadata".to_string(),
+        WindowSource::Frame if family.schedule => format!(
+            "entries into `{}`, a pipeline schedule's micro-batches (its warm-up and cool-down hand activations to later windows, so they are not asked to free in place, repeat alike or do the same work)",
+            family.detail.trim_start_matches('^').trim_end_matches('$')
+        ),
         WindowSource::Frame => format!(
             "entries into `{}`",
             family.detail.trim_start_matches('^').trim_end_matches('$')

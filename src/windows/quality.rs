@@ -93,6 +93,9 @@ pub enum Failure {
     },
 }
 
+/// Windows enough to judge growth on: twice the run a late leak needs, so such a run can
+/// be told from the first half of the trace.
+pub const EVIDENCE: usize = 6;
 /// Fewest windows that can show growth across units of work.
 pub const MIN_WINDOWS: usize = 3;
 /// A unit of work frees more than this share of what it allocates (median window).

@@ -23,6 +23,8 @@ pub(super) struct Family {
     pub names: Vec<String>,
     /// The `--windows` value that gives these windows.
     pub spec: String,
+    /// Entries into a pipeline schedule's per-micro-batch function (`pipeline`).
+    pub schedule: bool,
 }
 
 impl Family {
@@ -33,7 +35,16 @@ impl Family {
             detail,
             starts,
             names: Vec::new(),
+            schedule: false,
         }
+    }
+
+    /// The same windows, marked as a pipeline schedule's micro-batches (`spec` asks for
+    /// them again).
+    pub(super) fn of_schedule(mut self, spec: &str) -> Family {
+        self.schedule = true;
+        self.spec = spec.to_string();
+        self
     }
 
     fn with_spec(mut self, spec: String) -> Family {
@@ -133,6 +144,7 @@ pub(super) fn annotation_families(
             detail,
             starts: ws.iter().map(|w| w.0).collect(),
             names: ws.into_iter().map(|w| w.1).collect(),
+            schedule: false,
         })
         .collect()
 }
@@ -162,6 +174,7 @@ pub(super) fn metadata_family(snap: &Snapshot, device: i64) -> Option<Family> {
         spec: "metadata".into(),
         starts,
         names,
+        schedule: false,
     })
 }
 

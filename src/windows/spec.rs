@@ -10,6 +10,7 @@ use regex::Regex;
 /// ```
 /// use leakscope::windows::WindowSpec;
 /// assert!(matches!("every:500".parse::<WindowSpec>(), Ok(WindowSpec::Every(500))));
+/// assert_eq!("pipeline".parse::<WindowSpec>().unwrap().to_string(), "pipeline");
 /// assert!("every:0".parse::<WindowSpec>().is_err());
 /// assert!("frame:(".parse::<WindowSpec>().is_err());
 /// let site: WindowSpec = r"site:^train\.py:12:step < ".parse().unwrap();
@@ -25,6 +26,9 @@ pub enum WindowSpec {
     Frame(Regex),
     /// Allocations at a call site (`file:line:function` of the innermost Python frame).
     Site(Regex),
+    /// A pipeline schedule's micro-batches: entries into the function it calls once per
+    /// micro-batch, each from the receive of its input (`windows::pipeline`).
+    Pipeline,
     /// Every N events.
     Every(u32),
     /// The family that measures as a unit of work (see `windows::quality`):
@@ -38,7 +42,9 @@ pub enum WindowSpec {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Not one of the forms.
-    #[error("`{0}`: use auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX or every:N")]
+    #[error(
+        "`{0}`: use auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N"
+    )]
     Unknown(String),
     /// `every:` without a positive number.
     #[error("`{0}`: every:N needs a positive number of events")]
@@ -71,6 +77,7 @@ impl FromStr for WindowSpec {
             "auto" => WindowSpec::Auto,
             "annotation" => WindowSpec::Annotation(None),
             "metadata" => WindowSpec::Metadata,
+            "pipeline" => WindowSpec::Pipeline,
             _ => {
                 if let Some(r) = s.strip_prefix("annotation:") {
                     WindowSpec::Annotation(Some(regex(s, r)?))
@@ -100,6 +107,7 @@ impl fmt::Display for WindowSpec {
             WindowSpec::Metadata => f.write_str("metadata"),
             WindowSpec::Frame(r) => write!(f, "frame:{}", r.as_str()),
             WindowSpec::Site(r) => write!(f, "site:{}", r.as_str()),
+            WindowSpec::Pipeline => f.write_str("pipeline"),
             WindowSpec::Every(n) => write!(f, "every:{n}"),
         }
     }

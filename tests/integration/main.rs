@@ -20,6 +20,7 @@ mod names;
 mod oom;
 mod outputs;
 mod parquet;
+mod pipeline;
 mod ranks;
 mod replay;
 mod report;

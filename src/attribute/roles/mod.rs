@@ -269,6 +269,15 @@ impl RoleMap {
             && events.iter().all(|&e| span(e) == k)
     }
 
+    /// Whether a backward span begins after event `a` and at or before event `b`.
+    pub fn backward_between(&self, a: u32, b: u32) -> bool {
+        let from = self.span_starts.partition_point(|&(s, _)| s <= a);
+        let to = self.span_starts.partition_point(|&(s, _)| s <= b);
+        self.span_starts[from..to.max(from)]
+            .iter()
+            .any(|&(_, backward)| backward)
+    }
+
     /// The role of lifetime `i` of the replay.
     pub fn role(&self, i: usize) -> RoleId {
         let r = self.decided.get(i).copied().unwrap_or(u8::MAX) as usize;

@@ -1,0 +1,139 @@
+//! A pipeline stage's micro-batches. A 1F1B schedule runs a few forwards on a stage before
+//! its first backward (warm-up) and a few backwards after its last forward (cool-down), so
+//! on every stage but the last a micro-batch's window hands its activations to a later
+//! window, and a short mini-batch is mostly warm-up and cool-down: its windows neither
+//! free what they allocate, nor repeat alike, nor do the same work, yet they are the units
+//! growth is counted in (a leak kept per micro-batch grows in each). The schedules mark
+//! them themselves, as annotations do: each calls one function per micro-batch.
+
+use regex::Regex;
+
+use crate::attribute::Attributor;
+use crate::model::{Action, Snapshot, StackId};
+
+use super::quality::{EVIDENCE, Failure, Quality};
+use super::sources::{Family, frame_family};
+
+/// A pipeline schedule, as its frames show it.
+struct Schedule {
+    /// The function it calls once per micro-batch.
+    function: &'static str,
+    /// The end of the path of the file that defines it: only a frame of that file counts,
+    /// so a training loop's own `forward_step` is not taken for a schedule's.
+    file: &'static str,
+    /// The end of the path of the file whose calls receive a micro-batch's input from the
+    /// previous stage, just before its forward (`None`: no such allocation to look for).
+    receive: Option<&'static str>,
+}
+
+/// The schedules known.
+const SCHEDULES: [Schedule; 3] = [
+    // Megatron-core's schedules (under NeMo and verl's Megatron engine too): the input
+    // arrives in `recv_forward` or `send_backward_recv_forward` before `forward_step`.
+    Schedule {
+        function: "forward_step",
+        file: "megatron/core/pipeline_parallel/schedules.py",
+        receive: Some("megatron/core/pipeline_parallel/p2p_communication.py"),
+    },
+    // DeepSpeed's pipeline engine (its receive buffers are allocated once and reused).
+    Schedule {
+        function: "_exec_forward_pass",
+        file: "deepspeed/runtime/pipe/engine.py",
+        receive: None,
+    },
+    // torch.distributed.pipelining.
+    Schedule {
+        function: "forward_one_chunk",
+        file: "torch/distributed/pipelining/stage.py",
+        receive: None,
+    },
+];
+
+/// The `--windows` value of a schedule's micro-batches.
+pub const SPEC: &str = "pipeline";
+
+/// Whether some frame of the trace is `function` in a file whose path ends with `file`.
+fn has_frame(snap: &Snapshot, function: &str, file: &str) -> bool {
+    snap.frames.iter().any(|f| {
+        snap.strings.get(f.name) == function
+            && snap
+                .strings
+                .get(f.filename)
+                .replace('\\', "/")
+                .ends_with(file)
+    })
+}
+
+/// Moves each window's start back over the allocations just before it that receive its
+/// input (each with a frame of `receive`; frees between them are passed over): the input
+/// belongs to the micro-batch that reads it, and is held (or leaked) with it.
+fn with_inputs(snap: &Snapshot, device: i64, starts: &mut [u32], receive: &str) {
+    let trace = snap.trace(device);
+    let mut receives: Vec<Option<bool>> = vec![None; snap.stacks.len()];
+    let mut is_receive = |stack: StackId| -> bool {
+        let slot = &mut receives[stack.0 as usize];
+        *slot.get_or_insert_with(|| {
+            snap.stacks.get(stack).iter().any(|&f| {
+                snap.strings
+                    .get(snap.frames.get(f).filename)
+                    .replace('\\', "/")
+                    .ends_with(receive)
+            })
+        })
+    };
+    let mut floor = 0;
+    for start in starts.iter_mut() {
+        let entry = *start;
+        let mut i = entry;
+        while i > floor {
+            let e = (i - 1) as usize;
+            if trace.action[e] == Action::ALLOC {
+                if !is_receive(trace.stack[e]) {
+                    break;
+                }
+                *start = i - 1;
+            }
+            i -= 1;
+        }
+        floor = entry + 1;
+    }
+}
+
+/// The micro-batches of each pipeline schedule whose per-micro-batch function the trace's
+/// frames hold: a window starts at each entry into it, or at the receive of its input just
+/// before.
+pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attributor) -> Vec<Family> {
+    SCHEDULES
+        .iter()
+        .filter(|s| has_frame(snap, s.function, s.file))
+        .filter_map(|s| {
+            let re = Regex::new(&format!("^{}$", regex::escape(s.function))).ok()?;
+            let mut f = frame_family(snap, device, attr, &re).of_schedule(SPEC);
+            if let Some(receive) = s.receive {
+                with_inputs(snap, device, &mut f.starts, receive);
+            }
+            Some(f)
+        })
+        .collect()
+}
+
+/// Excuses what a schedule's warm-up and cool-down explain in its micro-batches' quality:
+/// memory handed to a later window (not cleaning up, one pass), windows of forwards only
+/// or backwards only (not alike, not the same work). Only with enough windows to judge
+/// growth on ([`EVIDENCE`]): where one forward follows another with no allocation between
+/// (the first stage's warm-up), entries merge, and a few merged windows are not
+/// micro-batches.
+pub(super) fn excuse(quality: &mut Quality) {
+    if (quality.windows as usize) < EVIDENCE {
+        return;
+    }
+    quality.failed.retain(|f| {
+        !matches!(
+            f,
+            Failure::NotCleaningUp { .. }
+                | Failure::NotAlike { .. }
+                | Failure::NotSameWork { .. }
+                | Failure::OnePass { .. }
+        )
+    });
+}

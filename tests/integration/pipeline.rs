@@ -1,0 +1,280 @@
+//! A pipeline stage before the last, by hand: Megatron-core's 1F1B schedule with two
+//! warm-up forwards and mini-batches of four micro-batches, so half of each mini-batch's
+//! windows run forwards only or backwards only. The schedule's `forward_step` marks the
+//! micro-batches (`windows::pipeline`); what must be found is written here, in bytes.
+
+use std::collections::HashMap;
+
+use crate::common::*;
+
+const SCHEDULES: &str = "/venv/megatron/core/pipeline_parallel/schedules.py";
+const P2P: &str = "/venv/megatron/core/pipeline_parallel/p2p_communication.py";
+const MIB: u64 = 1 << 20;
+
+/// A frame: file, line, function.
+type Frame = (&'static str, u32, &'static str);
+
+const SCHEDULE: Frame = (
+    SCHEDULES,
+    2263,
+    "forward_backward_pipelining_without_interleaving",
+);
+const MAIN: Frame = ("/app/train.py", 5, "main");
+
+#[derive(Default)]
+struct Trace {
+    events: Vec<serde_json::Value>,
+    next: u64,
+    live: HashMap<u64, u64>,
+}
+
+impl Trace {
+    fn alloc(&mut self, frames: &[Frame], bytes: u64) -> u64 {
+        let addr = 0x7f00_0000_0000 + self.next;
+        self.next += bytes.next_multiple_of(2 * MIB);
+        self.live.insert(addr, bytes);
+        self.push("alloc", addr, bytes, frames);
+        addr
+    }
+
+    fn free(&mut self, addr: u64, frames: &[Frame]) {
+        let bytes = self.live.remove(&addr).expect("a live address");
+        self.push("free_completed", addr, bytes, frames);
+    }
+
+    fn push(&mut self, action: &str, addr: u64, bytes: u64, frames: &[Frame]) {
+        let frames: Vec<_> = frames
+            .iter()
+            .map(|(file, line, name)| serde_json::json!({"filename": file, "line": line, "name": name}))
+            .collect();
+        self.events.push(serde_json::json!({
+            "action": action, "addr": addr, "size": bytes, "stream": 0, "frames": frames
+        }));
+    }
+
+    fn write(self) -> tempfile::TempPath {
+        let snap = serde_json::json!({"segments": [], "device_traces": [self.events]});
+        let file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+        std::fs::write(file.path(), snap.to_string()).unwrap();
+        file.into_temp_path()
+    }
+}
+
+/// Two mini-batches of four micro-batches on a stage with two warm-up forwards. Each
+/// micro-batch receives a 16 MiB input (`create_tensor_recv_prev`), runs three layers that
+/// save 8 MiB each for the backward (and free a 2 MiB temporary), and with `leak` keeps
+/// 4 MiB at `/app/debug.py:7:keep` for good; its backward frees the saved activations,
+/// then the schedule frees the input. `forward_step` is defined in `schedule_file`.
+fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
+    let forward_step: Frame = (schedule_file, 437, "forward_step");
+    let layer: [Frame; 4] = [
+        ("/app/model.py", 30, "forward"),
+        forward_step,
+        SCHEDULE,
+        MAIN,
+    ];
+    let keep: [Frame; 4] = [("/app/debug.py", 7, "keep"), forward_step, SCHEDULE, MAIN];
+    let recv: [Frame; 4] = [
+        (P2P, 331, "create_tensor_recv_prev"),
+        (P2P, 400, "recv_forward"),
+        SCHEDULE,
+        MAIN,
+    ];
+    let backward: [Frame; 3] = [("/app/model.py", 60, "backward"), SCHEDULE, MAIN];
+    let mut t = Trace::default();
+    let forward = |t: &mut Trace| -> (u64, Vec<u64>) {
+        let input = t.alloc(&recv, 16 * MIB);
+        let mut saved = Vec::new();
+        for _ in 0..3 {
+            saved.push(t.alloc(&layer, 8 * MIB));
+            let tmp = t.alloc(&layer, 2 * MIB);
+            t.free(tmp, &layer);
+        }
+        if leak {
+            t.alloc(&keep, 4 * MIB);
+        }
+        (input, saved)
+    };
+    let backward_of = |t: &mut Trace, (input, saved): (u64, Vec<u64>)| {
+        let grad = t.alloc(&backward, 8 * MIB);
+        for a in saved {
+            t.free(a, &backward);
+        }
+        t.free(grad, &backward);
+        t.free(input, &[SCHEDULE, MAIN]);
+    };
+    for _ in 0..2 {
+        let mut in_flight = std::collections::VecDeque::new();
+        for j in 0..4 {
+            in_flight.push_back(forward(&mut t));
+            if j >= 2 {
+                let oldest = in_flight.pop_front().unwrap();
+                backward_of(&mut t, oldest);
+            }
+        }
+        while let Some(oldest) = in_flight.pop_front() {
+            backward_of(&mut t, oldest);
+        }
+    }
+    t.write()
+}
+
+fn leaks_auto(trace: &tempfile::TempPath) -> serde_json::Value {
+    leakscope_json(&["leaks", trace.to_str().unwrap()])["devices"][0].clone()
+}
+
+/// A leak of 4 MiB per micro-batch on a stage before the last is found per micro-batch:
+/// the windows are the schedule's 8 micro-batches (each from the receive of its input),
+/// the leak grows in all 8; the inputs and activations, handed back a micro-batch at a
+/// time after each one's backward in the cool-down, are no suspect. Without the leak, no
+/// suspect at all.
+#[test]
+fn a_pipeline_stages_micro_batches_are_its_windows() {
+    let leaky = stage(true, SCHEDULES);
+    let d = leaks_auto(&leaky);
+    assert_eq!(d["windows"]["spec"], "pipeline", "{}", d["windows"]);
+    assert_eq!(d["windows"]["count"], 8);
+    assert_eq!(d["windows"]["verdicts"], true);
+    let suspects = d["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1, "{suspects:#?}");
+    let s = &suspects[0];
+    assert_eq!(s["site"]["label"], "/app/debug.py:7:keep");
+    assert_eq!(s["kind"], "leak");
+    assert_eq!(s["bytes_per_window"], 4 * MIB);
+    assert_eq!(s["windows_growing"], 8);
+    assert_eq!(s["bytes_at_end"], 8 * 4 * MIB);
+
+    let clean = stage(false, SCHEDULES);
+    let d = leaks_auto(&clean);
+    assert_eq!(d["windows"]["spec"], "pipeline");
+    assert_eq!(
+        d["suspects"].as_array().unwrap().len(),
+        0,
+        "{:#?}",
+        d["suspects"]
+    );
+}
+
+/// A `forward_step` of the program's own (not in Megatron's schedules) is no schedule's
+/// mark: the same trace is not cut at it.
+#[test]
+fn only_a_schedules_own_function_marks_micro_batches() {
+    let own = stage(true, "/app/train_loop.py");
+    let d = leaks_auto(&own);
+    assert_ne!(d["windows"]["spec"], "pipeline", "{}", d["windows"]);
+    let (code, _, err) = run_cli(&["leaks", own.to_str().unwrap(), "--windows", "pipeline"]);
+    assert_eq!(code, 0, "{err}");
+    let asked = leakscope_json(&["windows", own.to_str().unwrap(), "--windows", "pipeline"]);
+    assert_eq!(asked["devices"][0]["source"], "whole-trace", "{asked}");
+}
+
+/// The last stage, three mini-batches of three micro-batches. Each backward leaves a
+/// 16 MiB temporary of its own (`/app/model.py:61:backward`) that the next forward frees
+/// (memory handed to the next window). With `pinned`, each micro-batch's output
+/// (8 KiB at `/app/loss.py:12:logprobs`) is kept until its mini-batch ends, and with it
+/// the received input and the 16 MiB gradient the backward made for it at
+/// `/app/model.py:61:backward`; the kept outputs are dropped together at the end of each
+/// mini-batch. Without it, each is freed as soon as it is used.
+fn last_stage(pinned: bool) -> tempfile::TempPath {
+    let forward_step: Frame = (SCHEDULES, 437, "forward_step");
+    let layer: [Frame; 4] = [
+        ("/app/model.py", 30, "forward"),
+        forward_step,
+        SCHEDULE,
+        MAIN,
+    ];
+    let out: [Frame; 4] = [
+        ("/app/loss.py", 12, "logprobs"),
+        forward_step,
+        SCHEDULE,
+        MAIN,
+    ];
+    let recv: [Frame; 4] = [
+        (P2P, 331, "create_tensor_recv_prev"),
+        (P2P, 400, "recv_forward"),
+        SCHEDULE,
+        MAIN,
+    ];
+    let backward: [Frame; 3] = [("/app/model.py", 61, "backward"), SCHEDULE, MAIN];
+    let drop: [Frame; 2] = [("/app/engine.py", 80, "train_batch"), MAIN];
+    let mut t = Trace::default();
+    let mut straddle: Option<u64> = None;
+    for _ in 0..3 {
+        let mut kept = Vec::new();
+        for _ in 0..3 {
+            let input = t.alloc(&recv, 16 * MIB);
+            let mut saved = Vec::new();
+            for _ in 0..3 {
+                saved.push(t.alloc(&layer, 8 * MIB));
+                let tmp = t.alloc(&layer, 2 * MIB);
+                t.free(tmp, &layer);
+                if let Some(s) = straddle.take() {
+                    t.free(s, &layer);
+                }
+            }
+            let output = t.alloc(&out, 8 << 10);
+            let grad = t.alloc(&backward, 16 * MIB);
+            for a in saved {
+                t.free(a, &backward);
+            }
+            straddle = Some(t.alloc(&backward, 16 * MIB));
+            if pinned {
+                kept.extend([input, grad, output]);
+            } else {
+                t.free(grad, &backward);
+                t.free(output, &[SCHEDULE, MAIN]);
+                t.free(input, &[SCHEDULE, MAIN]);
+            }
+        }
+        for a in kept {
+            t.free(a, &drop);
+        }
+    }
+    t.write()
+}
+
+/// On the last stage, what a kept output pins is retained, 16 MiB per micro-batch for the
+/// input and for its gradient, 8 KiB for the output, in mini-batches as short as three:
+/// each mini-batch end frees what its micro-batches kept in one burst, while the
+/// temporaries each backward hands to the next forward (from the gradient's own site)
+/// are in flight, not evidence against the burst. The same run without the pin: no suspect.
+#[test]
+fn what_a_kept_output_pins_is_retained_in_mini_batches_of_three() {
+    let pinned = last_stage(true);
+    let d = leaks_auto(&pinned);
+    assert_eq!(d["windows"]["spec"], "pipeline", "{}", d["windows"]);
+    assert_eq!(d["windows"]["count"], 9);
+    let mut got: Vec<(String, String, u64)> = d["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let label = s["site"]["label"].as_str().unwrap().to_string();
+            (
+                label,
+                s["kind"].as_str().unwrap().to_string(),
+                s["bytes_per_window"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    let retained = |site: &str, bytes: u64| (site.to_string(), "retained".to_string(), bytes);
+    assert_eq!(
+        got,
+        vec![
+            retained("/app/loss.py:12:logprobs", 8 << 10),
+            retained("/app/model.py:61:backward", 16 * MIB),
+            retained(&format!("{P2P}:331:create_tensor_recv_prev"), 16 * MIB),
+        ],
+        "{d}"
+    );
+
+    let clean = last_stage(false);
+    let d = leaks_auto(&clean);
+    assert_eq!(
+        d["suspects"].as_array().unwrap().len(),
+        0,
+        "{:#?}",
+        d["suspects"]
+    );
+}
