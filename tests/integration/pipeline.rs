@@ -20,6 +20,18 @@ const SCHEDULE: Frame = (
     "forward_backward_pipelining_without_interleaving",
 );
 const MAIN: Frame = ("/app/train.py", 5, "main");
+/// The receive of a micro-batch's input from the previous stage.
+const RECV: [Frame; 4] = [
+    (P2P, 331, "create_tensor_recv_prev"),
+    (P2P, 400, "recv_forward"),
+    SCHEDULE,
+    MAIN,
+];
+
+/// `inner` called under the schedule's `forward_step`, defined in `schedule_file`.
+fn in_forward_step(inner: Frame, schedule_file: &'static str) -> [Frame; 4] {
+    [inner, (schedule_file, 437, "forward_step"), SCHEDULE, MAIN]
+}
 
 #[derive(Default)]
 struct Trace {
@@ -40,6 +52,25 @@ impl Trace {
     fn free(&mut self, addr: u64, frames: &[Frame]) {
         let bytes = self.live.remove(&addr).expect("a live address");
         self.push("free_completed", addr, bytes, frames);
+    }
+
+    /// A micro-batch's forward: its 16 MiB input received, then three layers that each
+    /// save 8 MiB for the backward and free a 2 MiB temporary; `each_layer` runs after
+    /// each. Returns the input and the saved activations.
+    fn forward(
+        &mut self,
+        layer: &[Frame],
+        mut each_layer: impl FnMut(&mut Trace),
+    ) -> (u64, Vec<u64>) {
+        let input = self.alloc(&RECV, 16 * MIB);
+        let mut saved = Vec::new();
+        for _ in 0..3 {
+            saved.push(self.alloc(layer, 8 * MIB));
+            let tmp = self.alloc(layer, 2 * MIB);
+            self.free(tmp, layer);
+            each_layer(self);
+        }
+        (input, saved)
     }
 
     fn push(&mut self, action: &str, addr: u64, bytes: u64, frames: &[Frame]) {
@@ -66,34 +97,16 @@ impl Trace {
 /// 4 MiB at `/app/debug.py:7:keep` for good; its backward frees the saved activations,
 /// then the schedule frees the input. `forward_step` is defined in `schedule_file`.
 fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
-    let forward_step: Frame = (schedule_file, 437, "forward_step");
-    let layer: [Frame; 4] = [
-        ("/app/model.py", 30, "forward"),
-        forward_step,
-        SCHEDULE,
-        MAIN,
-    ];
-    let keep: [Frame; 4] = [("/app/debug.py", 7, "keep"), forward_step, SCHEDULE, MAIN];
-    let recv: [Frame; 4] = [
-        (P2P, 331, "create_tensor_recv_prev"),
-        (P2P, 400, "recv_forward"),
-        SCHEDULE,
-        MAIN,
-    ];
+    let layer = in_forward_step(("/app/model.py", 30, "forward"), schedule_file);
+    let keep = in_forward_step(("/app/debug.py", 7, "keep"), schedule_file);
     let backward: [Frame; 3] = [("/app/model.py", 60, "backward"), SCHEDULE, MAIN];
     let mut t = Trace::default();
     let forward = |t: &mut Trace| -> (u64, Vec<u64>) {
-        let input = t.alloc(&recv, 16 * MIB);
-        let mut saved = Vec::new();
-        for _ in 0..3 {
-            saved.push(t.alloc(&layer, 8 * MIB));
-            let tmp = t.alloc(&layer, 2 * MIB);
-            t.free(tmp, &layer);
-        }
+        let done = t.forward(&layer, |_| {});
         if leak {
             t.alloc(&keep, 4 * MIB);
         }
-        (input, saved)
+        done
     };
     let backward_of = |t: &mut Trace, (input, saved): (u64, Vec<u64>)| {
         let grad = t.alloc(&backward, 8 * MIB);
@@ -176,25 +189,8 @@ fn only_a_schedules_own_function_marks_micro_batches() {
 /// `/app/model.py:61:backward`; the kept outputs are dropped together at the end of each
 /// mini-batch. Without it, each is freed as soon as it is used.
 fn last_stage(pinned: bool) -> tempfile::TempPath {
-    let forward_step: Frame = (SCHEDULES, 437, "forward_step");
-    let layer: [Frame; 4] = [
-        ("/app/model.py", 30, "forward"),
-        forward_step,
-        SCHEDULE,
-        MAIN,
-    ];
-    let out: [Frame; 4] = [
-        ("/app/loss.py", 12, "logprobs"),
-        forward_step,
-        SCHEDULE,
-        MAIN,
-    ];
-    let recv: [Frame; 4] = [
-        (P2P, 331, "create_tensor_recv_prev"),
-        (P2P, 400, "recv_forward"),
-        SCHEDULE,
-        MAIN,
-    ];
+    let layer = in_forward_step(("/app/model.py", 30, "forward"), SCHEDULES);
+    let out = in_forward_step(("/app/loss.py", 12, "logprobs"), SCHEDULES);
     let backward: [Frame; 3] = [("/app/model.py", 61, "backward"), SCHEDULE, MAIN];
     let drop: [Frame; 2] = [("/app/engine.py", 80, "train_batch"), MAIN];
     let mut t = Trace::default();
@@ -202,16 +198,11 @@ fn last_stage(pinned: bool) -> tempfile::TempPath {
     for _ in 0..3 {
         let mut kept = Vec::new();
         for _ in 0..3 {
-            let input = t.alloc(&recv, 16 * MIB);
-            let mut saved = Vec::new();
-            for _ in 0..3 {
-                saved.push(t.alloc(&layer, 8 * MIB));
-                let tmp = t.alloc(&layer, 2 * MIB);
-                t.free(tmp, &layer);
+            let (input, saved) = t.forward(&layer, |t| {
                 if let Some(s) = straddle.take() {
                     t.free(s, &layer);
                 }
-            }
+            });
             let output = t.alloc(&out, 8 << 10);
             let grad = t.alloc(&backward, 16 * MIB);
             for a in saved {
