@@ -14,8 +14,8 @@
 //! allocates, repeats alike (in length and in the call stacks it allocates from) and covers
 //! the trace. Annotation and metadata families and a pipeline schedule's micro-batches
 //! (excused what its warm-up and cool-down explain) that qualify come first; else entries
-//! into each function and the allocations of each call site. Of the families that qualify, the
-//! coarsest with enough windows to judge growth on wins: a micro-batch rather than its
+//! into each function and the allocations of each call site. Of the families that
+//! qualify, the coarsest with enough windows to judge growth on wins: a micro-batch rather than its
 //! layers, and rather than its step when the trace holds only a few steps (memory kept to
 //! the end of a step, the pipeline case, only shows as growth per micro-batch). When
 //! nothing qualifies the whole trace is one window and there are no per-window verdicts.

@@ -71,7 +71,9 @@ fn with_inputs(snap: &Snapshot, device: i64, starts: &mut [u32], receive: &str) 
     let trace = snap.trace(device);
     let mut receives: Vec<Option<bool>> = vec![None; snap.stacks.len()];
     let mut is_receive = |stack: StackId| -> bool {
-        let slot = &mut receives[stack.0 as usize];
+        let Some(slot) = receives.get_mut(stack.0 as usize) else {
+            return false;
+        };
         *slot.get_or_insert_with(|| {
             snap.stacks.get(stack).iter().any(|&f| {
                 snap.strings
@@ -87,8 +89,8 @@ fn with_inputs(snap: &Snapshot, device: i64, starts: &mut [u32], receive: &str) 
         let mut i = entry;
         while i > floor {
             let e = (i - 1) as usize;
-            if trace.action[e] == Action::ALLOC {
-                if !is_receive(trace.stack[e]) {
+            if trace.action.get(e) == Some(&Action::ALLOC) {
+                if !trace.stack.get(e).is_some_and(|&s| is_receive(s)) {
                     break;
                 }
                 *start = i - 1;
