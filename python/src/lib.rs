@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use leakscope::attribute::roles::RoleRules;
-use leakscope::budget::gate::MEMORY_MEASURES;
+use leakscope::budget::gate::{MEMORY_MEASURES, memory_measure};
 use leakscope::budget::{Baseline, Budget};
 use leakscope::export;
 use leakscope::render::{self, Style, Text};
@@ -327,13 +327,13 @@ impl NativeSession {
         limit: u64,
         device: Option<i64>,
     ) -> PyResult<(BTreeMap<i64, u64>, Option<String>)> {
-        if !MEMORY_MEASURES.iter().any(|(name, _)| *name == measure) {
-            let names: Vec<&str> = MEMORY_MEASURES.iter().map(|(name, _)| *name).collect();
+        let Some(m) = memory_measure(measure) else {
+            let names: Vec<&str> = MEMORY_MEASURES.iter().map(|m| m.name).collect();
             return Err(usage(format!(
                 "what must be one of {}, not {measure:?}",
                 names.join(", ")
             )));
-        }
+        };
         // The gate measures every figure whatever its limits; the limit is judged below.
         let budget = Budget::default();
         let opts = session::check_options(&budget, None, &Options::default());
@@ -345,7 +345,7 @@ impl NativeSession {
             .devices
             .iter()
             .filter(|d| device.is_none_or(|x| x == d.device))
-            .filter_map(|d| Some((d.device, d.measured.memory(measure)?)))
+            .map(|d| (d.device, (m.of)(&d.measured)))
             .collect();
         if let (Some(x), true) = (device, figures.is_empty()) {
             return Err(usage(format!("the snapshot has no device {x}")));
@@ -788,7 +788,10 @@ fn rows<'py>(py: Python<'py>, doc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 /// The measures `assert_memory_below` can limit, each with what it measures.
 #[pyfunction]
 fn memory_measures() -> Vec<(&'static str, &'static str)> {
-    MEMORY_MEASURES.to_vec()
+    MEMORY_MEASURES
+        .iter()
+        .map(|m| (m.name, m.meaning))
+        .collect()
 }
 
 /// The default limit on decompressed size, in bytes.

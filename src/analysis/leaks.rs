@@ -764,7 +764,7 @@ fn release_of(
     // A burst judged on its own memory starts at that memory's first free.
     if !v.every_window {
         for (li, l) in replay.lifetimes.iter().enumerate() {
-            let (Origin::Traced(b), Some(f)) = (l.origin, l.freed) else {
+            let (Some(b), Some(f)) = (l.traced_birth(), l.freed) else {
                 continue;
             };
             if f < burst_start
@@ -920,9 +920,9 @@ fn released_in_bursts(
         // passes it on to a later window).
         let closes = carried_on.binary_search(&release[0].0).is_err();
         // Its frees in runs with no backward between them: a burst is one run.
-        let mut by_free = release.to_vec();
-        by_free.sort_by_key(|x| replay.lifetimes[x.2].freed);
         let freed_at = |x: &(usize, usize, usize)| replay.lifetimes[x.2].freed.unwrap_or(0);
+        let mut by_free = release.to_vec();
+        by_free.sort_by_key(freed_at);
         let runs = by_free
             .chunk_by(|a, b| roles.is_none_or(|m| !m.backward_between(freed_at(a), freed_at(b))));
         let mut burst = false;

@@ -29,29 +29,44 @@ pub struct Measured {
     pub peak_requested_by_role: Vec<crate::analysis::top::RoleBytes>,
 }
 
-/// The measures a `[memory]` limit names (apart from roles), each with what it measures:
-/// the words a front end's memory assertion (Python's `assert_memory_below`) uses.
-pub const MEMORY_MEASURES: [(&str, &str); 4] = [
-    ("peak_requested", "the most bytes requested at any point"),
-    ("peak_reserved", "the most bytes reserved at any point"),
-    (
-        "end_allocated",
-        "the bytes allocated at the end, pending frees left out",
-    ),
-    ("end_reserved", "the bytes reserved at the end"),
+/// A measure a `[memory]` limit names (apart from roles).
+#[derive(Clone, Copy, Debug)]
+pub struct MemoryMeasure {
+    /// Its name in a budget and in Python's `assert_memory_below`.
+    pub name: &'static str,
+    /// What it measures, in words.
+    pub meaning: &'static str,
+    /// Its figure.
+    pub of: fn(&Measured) -> u64,
+}
+
+/// Every memory measure, each said once: name, meaning and figure.
+pub const MEMORY_MEASURES: [MemoryMeasure; 4] = [
+    MemoryMeasure {
+        name: "peak_requested",
+        meaning: "the most bytes requested at any point",
+        of: |m| m.peak_requested,
+    },
+    MemoryMeasure {
+        name: "peak_reserved",
+        meaning: "the most bytes reserved at any point",
+        of: |m| m.peak_reserved,
+    },
+    MemoryMeasure {
+        name: "end_allocated",
+        meaning: "the bytes allocated at the end, pending frees left out",
+        of: |m| m.end_allocated,
+    },
+    MemoryMeasure {
+        name: "end_reserved",
+        meaning: "the bytes reserved at the end",
+        of: |m| m.end_reserved,
+    },
 ];
 
-impl Measured {
-    /// The figure of a measure of [`MEMORY_MEASURES`] (`None` for any other name).
-    pub fn memory(&self, measure: &str) -> Option<u64> {
-        match measure {
-            "peak_requested" => Some(self.peak_requested),
-            "peak_reserved" => Some(self.peak_reserved),
-            "end_allocated" => Some(self.end_allocated),
-            "end_reserved" => Some(self.end_reserved),
-            _ => None,
-        }
-    }
+/// The memory measure named `name`.
+pub fn memory_measure(name: &str) -> Option<&'static MemoryMeasure> {
+    MEMORY_MEASURES.iter().find(|m| m.name == name)
 }
 
 /// What one device's memory measured, apart from growth.

@@ -167,8 +167,8 @@ pub struct TimelineCmd {
 pub struct RanksCmd {
     /// Directory holding per-rank (and per-step) snapshots
     pub dir: PathBuf,
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
-    #[arg(long, default_value = "auto")]
+    /// How windows are made.
+    #[arg(long, default_value = "auto", help = crate::windows::SPEC_FORMS)]
     pub windows: WindowSpec,
     /// Print JSON (schema leakscope.ranks/5)
     #[arg(long)]
@@ -335,8 +335,8 @@ pub struct ExportCmd {
     /// pprof: survivor bytes per window by stack (what leaks) instead of live bytes at --at
     #[arg(long, requires = "pprof", conflicts_with = "at")]
     pub growth: bool,
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
-    #[arg(long, default_value = "auto")]
+    /// How windows are made.
+    #[arg(long, default_value = "auto", help = crate::windows::SPEC_FORMS)]
     pub windows: WindowSpec,
     /// Device index, or all (every device with segments or trace events)
     #[arg(long, default_value = "all")]

@@ -3,7 +3,7 @@
 //! `leakscope.testing.assert_memory_below`), worded and sized as every output is.
 
 use super::bytes_exact;
-use crate::budget::gate::MEMORY_MEASURES;
+use crate::budget::gate::memory_measure;
 
 /// Why `figures` (device, bytes of `measure`) fail a limit of `limit` bytes, or `None`
 /// when every device holds: the measure, what it measures, the limit and each device over
@@ -24,10 +24,7 @@ pub fn failure(figures: &[(i64, u64)], measure: &str, limit: u64) -> Option<Stri
     if over.is_empty() {
         return None;
     }
-    let what = MEMORY_MEASURES
-        .iter()
-        .find(|(name, _)| *name == measure)
-        .map_or(String::new(), |(_, what)| format!(" ({what})"));
+    let what = memory_measure(measure).map_or(String::new(), |m| format!(" ({})", m.meaning));
     Some(format!(
         "leakscope: {measure}{what} is over the limit of {}:\n{}",
         bytes_exact(limit),

@@ -22,8 +22,8 @@ use crate::windows::{WindowSpec, Within};
 #[cfg_attr(feature = "cli", derive(clap::Args))]
 #[serde(default)]
 pub struct WindowArgs {
-    /// auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N
-    #[cfg_attr(feature = "cli", arg(long, default_value = "auto"))]
+    /// How windows are made ([`crate::windows::SPEC_FORMS`]).
+    #[cfg_attr(feature = "cli", arg(long, default_value = "auto", help = crate::windows::SPEC_FORMS))]
     #[serde(deserialize_with = "named::windows")]
     pub windows: WindowSpec,
     /// Only this phase of each step: annotation:REGEX (START to END of matching annotations)

@@ -41,7 +41,7 @@ pub use quality::{
 pub use set::{Candidate, WindowCursor, Windows};
 pub use source::WindowSource;
 pub use sources::annotation_spans;
-pub use spec::{SpecError, WindowSpec, Within};
+pub use spec::{FORMS as SPEC_FORMS, SpecError, WindowSpec, Within};
 
 use sources::Family;
 

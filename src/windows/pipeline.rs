@@ -9,7 +9,7 @@
 use regex::Regex;
 
 use crate::attribute::Attributor;
-use crate::model::{Action, Snapshot, StackId};
+use crate::model::{Action, Snapshot, StackId, StrId};
 
 use super::quality::{EVIDENCE, Failure, Quality};
 use super::sources::{Family, frame_family};
@@ -52,16 +52,16 @@ const SCHEDULES: [Schedule; 3] = [
 /// The `--windows` value of a schedule's micro-batches.
 pub const SPEC: &str = "pipeline";
 
+/// Whether the path of `file` ends with `end` (`/` or `\\` between its parts).
+fn file_ends_with(snap: &Snapshot, file: StrId, end: &str) -> bool {
+    snap.strings.get(file).replace('\\', "/").ends_with(end)
+}
+
 /// Whether some frame of the trace is `function` in a file whose path ends with `file`.
 fn has_frame(snap: &Snapshot, function: &str, file: &str) -> bool {
-    snap.frames.iter().any(|f| {
-        snap.strings.get(f.name) == function
-            && snap
-                .strings
-                .get(f.filename)
-                .replace('\\', "/")
-                .ends_with(file)
-    })
+    snap.frames
+        .iter()
+        .any(|f| snap.strings.get(f.name) == function && file_ends_with(snap, f.filename, file))
 }
 
 /// Moves each window's start back over the allocations just before it that receive its
@@ -75,12 +75,10 @@ fn with_inputs(snap: &Snapshot, device: i64, starts: &mut [u32], receive: &str) 
             return false;
         };
         *slot.get_or_insert_with(|| {
-            snap.stacks.get(stack).iter().any(|&f| {
-                snap.strings
-                    .get(snap.frames.get(f).filename)
-                    .replace('\\', "/")
-                    .ends_with(receive)
-            })
+            snap.stacks
+                .get(stack)
+                .iter()
+                .any(|&f| file_ends_with(snap, snap.frames.get(f).filename, receive))
         })
     };
     let mut floor = 0;

@@ -5,6 +5,10 @@ use std::str::FromStr;
 
 use regex::Regex;
 
+/// The forms of a `--windows` value, as its help and its error say them.
+pub const FORMS: &str =
+    "auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N";
+
 /// How windows are made.
 ///
 /// ```
@@ -42,9 +46,7 @@ pub enum WindowSpec {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// Not one of the forms.
-    #[error(
-        "`{0}`: use auto, annotation[:REGEX], metadata, frame:REGEX, site:REGEX, pipeline or every:N"
-    )]
+    #[error("`{0}`: use {FORMS}")]
     Unknown(String),
     /// `every:` without a positive number.
     #[error("`{0}`: every:N needs a positive number of events")]
