@@ -9,7 +9,8 @@
 use regex::Regex;
 
 use crate::attribute::Attributor;
-use crate::model::{Action, Snapshot, StackId, StrId};
+use crate::model::fxhash::FastMap;
+use crate::model::{Action, FrameId, Snapshot, StackId, StrId};
 
 use super::quality::{EVIDENCE, Failure, Quality};
 use super::sources::{Family, frame_family};
@@ -99,8 +100,104 @@ fn with_inputs(snap: &Snapshot, device: i64, starts: &mut [u32], receive: &str) 
     }
 }
 
+/// An allocation under a schedule's frame: its event, and the key of its stack up to
+/// that frame.
+#[derive(Clone, Copy)]
+struct Call {
+    event: u32,
+    key: u32,
+}
+
+/// The most frequent of `keys` (the least on a tie).
+fn most_common(keys: impl Iterator<Item = u32>) -> Option<u32> {
+    let mut count: FastMap<u32, usize> = FastMap::default();
+    for k in keys {
+        *count.entry(k).or_default() += 1;
+    }
+    count
+        .into_iter()
+        .max_by_key(|&(k, n)| (n, std::cmp::Reverse(k)))
+        .map(|(k, _)| k)
+}
+
+/// Splits windows where one call of the schedule's function follows another with no
+/// allocation between (the first stage's warm-up forwards: nothing is received), so that
+/// their entries merged into one window.
+///
+/// A call is known by its allocations' stacks up to the schedule's frame: the one that
+/// opens most windows (`open`) and the one that closes most (`close`). Inside a window,
+/// `open` right after `close` (no other allocation under the schedule's frame between) is
+/// taken for a new call only when the calls so counted are the backward passes the trace
+/// shows (one each, give or take the one the trace's ends may cut): a loop's body (a
+/// layer) may also end and start with them, and then the count is several times over.
+fn split_merged(
+    snap: &Snapshot,
+    device: i64,
+    schedule: &Schedule,
+    backwards: usize,
+    starts: &mut Vec<u32>,
+) {
+    let trace = snap.trace(device);
+    let Some(&first) = starts.first() else {
+        return;
+    };
+    // The key of each stack: its frames up to the schedule's (None: not under it).
+    let mut keys: FastMap<&[FrameId], u32> = FastMap::default();
+    let mut key_of: Vec<Option<Option<u32>>> = vec![None; snap.stacks.len()];
+    let mut key = |stack: StackId| -> Option<u32> {
+        let slot = key_of.get_mut(stack.0 as usize)?;
+        *slot.get_or_insert_with(|| {
+            let frames = snap.stacks.get(stack);
+            let at = frames.iter().position(|&f| {
+                let frame = snap.frames.get(f);
+                snap.strings.get(frame.name) == schedule.function
+                    && file_ends_with(snap, frame.filename, schedule.file)
+            })?;
+            let n = keys.len() as u32;
+            Some(*keys.entry(&frames[..=at]).or_insert(n))
+        })
+    };
+    // Each window's allocations under the schedule's frame.
+    let mut windows: Vec<Vec<Call>> = vec![Vec::new(); starts.len()];
+    let mut w = 0;
+    for e in first as usize..trace.len() {
+        while starts.get(w + 1).is_some_and(|&s| s as usize <= e) {
+            w += 1;
+        }
+        if trace.action.get(e) != Some(&Action::ALLOC) {
+            continue;
+        }
+        if let (Some(k), Some(calls)) =
+            (trace.stack.get(e).and_then(|&s| key(s)), windows.get_mut(w))
+        {
+            calls.push(Call {
+                event: e as u32,
+                key: k,
+            });
+        }
+    }
+    let open = most_common(windows.iter().filter_map(|w| w.first()).map(|c| c.key));
+    let close = most_common(windows.iter().filter_map(|w| w.last()).map(|c| c.key));
+    let (Some(open), Some(close)) = (open, close) else {
+        return;
+    };
+    let inner = |w: &[Call]| -> Vec<u32> {
+        w.windows(2)
+            .filter(|p| p[0].key == close && p[1].key == open)
+            .map(|p| p[1].event)
+            .collect()
+    };
+    let more: Vec<u32> = windows.iter().flat_map(|w| inner(w)).collect();
+    if !more.is_empty() && (starts.len() + more.len()).abs_diff(backwards) <= 1 {
+        starts.extend(more);
+        starts.sort_unstable();
+        starts.dedup();
+    }
+}
+
 /// The micro-batches of each pipeline schedule whose per-micro-batch function the trace's
-/// frames hold: a window starts at each entry into it, or at the receive of its input just
+/// frames hold: a window starts at each entry into it (or at the next call, where calls
+/// follow each other with no allocation between), or at the receive of its input just
 /// before.
 pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attributor) -> Vec<Family> {
     SCHEDULES
@@ -109,6 +206,8 @@ pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attribut
         .filter_map(|s| {
             let re = Regex::new(&format!("^{}$", regex::escape(s.function))).ok()?;
             let mut f = frame_family(snap, device, attr, &re).of_schedule(SPEC);
+            let backwards = attr.roles().map_or(0, |m| m.backwards);
+            split_merged(snap, device, s, backwards, &mut f.starts);
             if let Some(receive) = s.receive {
                 with_inputs(snap, device, &mut f.starts, receive);
             }
@@ -121,7 +220,8 @@ pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attribut
 /// memory handed to a later window (not cleaning up, one pass), windows of forwards only
 /// or backwards only (not alike, not the same work). Only with enough windows to judge
 /// growth on ([`EVIDENCE`]): where one forward follows another with no allocation between
-/// (the first stage's warm-up), entries merge, and a few merged windows are not
+/// (the first stage's warm-up) and the calls cannot be told apart (a forward-only run: no
+/// backward passes to count them by), entries merge, and a few merged windows are not
 /// micro-batches.
 pub(super) fn excuse(quality: &mut Quality) {
     if (quality.windows as usize) < EVIDENCE {

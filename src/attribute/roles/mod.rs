@@ -243,8 +243,8 @@ pub struct RoleMap {
     freed_in_backward: Vec<bool>,
     /// What the device's stacks record.
     pub recorded: Recorded,
-    /// Backward passes the trace's stacks show (runs of backward events; a forward
-    /// recomputed inside a backward is that backward's).
+    /// Backward passes the trace's stacks show (runs of backward events that allocate; a
+    /// forward recomputed inside a backward is that backward's).
     pub backwards: usize,
     /// The first event of each phase span, ascending, and whether it is a backward's.
     span_starts: Vec<(u32, bool)>,
@@ -491,7 +491,7 @@ pub fn classify_some(
         decided,
         freed_in_backward,
         recorded: phases.recorded,
-        backwards: phases.backward_starts.len(),
+        backwards: phases.backward_passes,
         first_forward: phases.forward_starts.first().copied(),
         span_starts: phases
             .span

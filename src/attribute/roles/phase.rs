@@ -218,6 +218,9 @@ pub struct Phases {
     pub span: Vec<u32>,
     /// The first event of each backward span, ascending.
     pub backward_starts: Vec<u32>,
+    /// Backward spans holding an allocation: the backward passes (a free on its own with
+    /// no Python frame, a C++ destructor's on the main thread, is not one).
+    pub backward_passes: usize,
     /// The first event of each run of forward events, ascending.
     pub forward_starts: Vec<u32>,
     /// The first event of each span of a phase other than `Other`, ascending.
@@ -304,6 +307,8 @@ impl Phases {
         let pass = in_pass_phases(&phase);
         let mut span = Vec::with_capacity(n);
         let mut backward_starts = Vec::new();
+        let mut backward_passes = 0;
+        let mut allocated = false;
         let mut forward_starts = Vec::new();
         let mut phase_starts = Vec::new();
         let mut s = 0u32;
@@ -329,6 +334,11 @@ impl Phases {
             }
             if pass[i] == Phase::Backward && (i == 0 || pass[i - 1] != Phase::Backward) {
                 backward_starts.push(i as u32);
+                allocated = false;
+            }
+            if pass[i] == Phase::Backward && a == Action::ALLOC && !allocated {
+                allocated = true;
+                backward_passes += 1;
             }
             if pass[i] == Phase::Forward && (i == 0 || pass[i - 1] != Phase::Forward) {
                 forward_starts.push(i as u32);
@@ -343,6 +353,7 @@ impl Phases {
             phase,
             span,
             backward_starts,
+            backward_passes,
             forward_starts,
             phase_starts,
             first_work,
