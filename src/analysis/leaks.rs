@@ -23,7 +23,7 @@ use super::top::{self, RoleBytes, TopRow};
 use crate::attribute::roles::RoleMap;
 use crate::attribute::{Attributor, Site};
 use crate::model::StackId;
-use crate::model::fxhash::FastMap;
+use crate::model::fxhash::{FastMap, FastSet};
 use crate::model::size::sum_sizes;
 use crate::replay::{Lifetime, Origin, Replay};
 use crate::windows::{Candidate, Quality, WindowCursor, WindowSource, Windows};
@@ -62,8 +62,10 @@ pub const STOPPED_MIN_WINDOWS: usize = 3;
 pub const BURST_MIN_RELEASES: usize = 2;
 
 /// ...and at least this share (numerator, denominator) of the carried bytes it freed went
-/// in such bursts: windows freeing memory born in two earlier windows or more, that keep
-/// nothing of their own past the next window (a conveyor hands each window's memory on to
+/// in such bursts: windows freeing memory born in two earlier windows or more (or in one
+/// and the window itself, where neither window beside it does the same: a mini-batch of
+/// two, not a conveyor that frees what the window before handed it with its own scratch
+/// in every window), that keep nothing of their own past the next window (a conveyor hands each window's memory on to
 /// a later one; a boundary's release clears it, the last window's own included), and that
 /// free it together, no backward running between the frees (a mini-batch's kept outputs
 /// dropped at its end; a pipeline stage's cool-down hands back each micro-batch's input
@@ -789,63 +791,87 @@ fn release_of(
     })
 }
 
-/// Sites judged in flight or sporadic whose memory is released in bursts
-/// ([`BURST_SHARE`]): judged again on the memory they carry past each window's own end,
-/// and taken as that verdict when it is a suspect.
+/// Sites judged in flight, sporadic, bounded (a cache that filled up is not emptied again
+/// and again) or late, or not at all (nothing alive past the next window), whose memory is
+/// released in bursts ([`BURST_SHARE`]): judged again on the memory they
+/// carry past each window's own end, and taken as that verdict when it is a suspect.
 fn rejudge_bursts(
-    judged: &mut [(Survivors, Verdict)],
+    judged: &mut Vec<(Survivors, Verdict)>,
     replay: &Replay,
     windows: &Windows,
     attr: &mut Attributor,
     opts: &LeakOptions,
 ) {
-    let unsure: Vec<usize> = (0..judged.len())
-        .filter(|&i| matches!(judged[i].1.kind, Kind::InFlight | Kind::Sporadic))
-        .collect();
-    if unsure.is_empty() {
-        return;
+    // Per key: its entry in `judged` (`None`: not judged), or left out (judged otherwise).
+    let mut look: FastMap<u32, Option<usize>> = FastMap::default();
+    for (i, (s, v)) in judged.iter().enumerate() {
+        if matches!(
+            v.kind,
+            Kind::InFlight | Kind::Sporadic | Kind::Bounded | Kind::Late
+        ) {
+            look.insert(s.key, Some(i));
+        }
     }
-    let keys: FastMap<u32, usize> = unsure.iter().map(|&i| (judged[i].0.key, i)).collect();
-    for (key, lifes) in carried(&keys, replay, windows, attr) {
-        let i = keys[&key];
-        let Some(bursts) = released_in_bursts(&lifes, replay, windows, attr.roles()) else {
+    let settled: FastSet<u32> = judged
+        .iter()
+        .filter(|(s, _)| !look.contains_key(&s.key))
+        .map(|(s, _)| s.key)
+        .collect();
+    let mut found = carried(&settled, replay, windows, attr);
+    found.sort_by_key(|c| c.key);
+    for c in found {
+        let entry = look.get(&c.key).copied().flatten();
+        let Some(bursts) = released_in_bursts(&c, replay, windows, attr.roles()) else {
             continue;
         };
-        let mut c = Survivors {
-            key,
+        let mut s = Survivors {
+            key: c.key,
             series: vec![0; windows.len()],
             lifes: bursts.lifes,
-            early: std::mem::take(&mut judged[i].0.early),
+            early: entry.map_or_else(Vec::new, |i| std::mem::take(&mut judged[i].0.early)),
         };
         let mut births = windows.cursor();
-        for &li in &c.lifes {
+        for &li in &s.lifes {
             let l = &replay.lifetimes[li];
             if let Some(w) = l.traced_birth().and_then(|b| births.of_event(b)) {
-                c.series[w] = c.series[w].saturating_add(l.bytes);
+                s.series[w] = s.series[w].saturating_add(l.bytes);
             }
         }
-        let mut v = classify(&c, replay, windows, opts, true);
+        let mut v = classify(&s, replay, windows, opts, true);
         if v.kind == Kind::Retained {
             v.rate_windows = bursts.rate_windows;
             v.every_window = true;
         }
-        if v.kind.is_suspect() {
-            judged[i] = (c, v);
-        } else {
-            judged[i].0.early = c.early;
+        match entry {
+            Some(i) if v.kind.is_suspect() => judged[i] = (s, v),
+            Some(i) => judged[i].0.early = s.early,
+            None if v.kind.is_suspect() => judged.push((s, v)),
+            None => {}
         }
     }
 }
 
-/// The memory of each of `keys` alive at the end of the window it was born in (in-flight
-/// activations left out), in birth order.
+/// One site's memory alive at the end of the window it was born in (in-flight activations
+/// left out), in birth order; and, with the window, its memory freed in the window it was
+/// born in, in the windows that free carried memory of one earlier window only (where a
+/// boundary's release of a mini-batch of two clears the release window's own memory with
+/// the rest).
+struct Carried {
+    key: u32,
+    lifes: Vec<usize>,
+    own: Vec<(usize, usize)>,
+}
+
+/// What each site but those `settled` carries past its windows' ends.
 fn carried(
-    keys: &FastMap<u32, usize>,
+    settled: &FastSet<u32>,
     replay: &Replay,
     windows: &Windows,
     attr: &mut Attributor,
-) -> FastMap<u32, Vec<usize>> {
-    let mut out: FastMap<u32, Vec<usize>> = FastMap::default();
+) -> Vec<Carried> {
+    let mut out: FastMap<u32, Carried> = FastMap::default();
+    // Per site: (release window, birth window) of its carried memory freed later.
+    let mut released: FastMap<u32, Vec<(usize, usize)>> = FastMap::default();
     let mut births = windows.cursor();
     for (li, l) in replay.lifetimes.iter().enumerate() {
         let Some(w) = l.traced_birth().and_then(|b| births.of_event(b)) else {
@@ -855,11 +881,60 @@ fn carried(
         if l.freed.is_some_and(|f| f < end) || in_flight(attr, li) {
             continue;
         }
-        if let Some(k) = attr.key_of(li, l).filter(|k| keys.contains_key(k)) {
-            out.entry(k).or_default().push(li);
+        let Some(k) = attr.key_of(li, l).filter(|k| !settled.contains(k)) else {
+            continue;
+        };
+        if let Some(r) = l.freed.and_then(|f| windows.at_or_before(f)) {
+            released.entry(k).or_default().push((r, w));
+        }
+        out.entry(k)
+            .or_insert_with(|| Carried {
+                key: k,
+                lifes: Vec::new(),
+                own: Vec::new(),
+            })
+            .lifes
+            .push(li);
+    }
+    // Per site: the windows that free its carried memory of one earlier window only.
+    let single: FastMap<u32, Vec<usize>> = released
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            v.dedup();
+            let mut one: Vec<usize> = v
+                .chunk_by(|a, b| a.0 == b.0)
+                .filter(|g| g.len() == 1)
+                .map(|g| g[0].0)
+                .collect();
+            one.dedup();
+            (k, one)
+        })
+        .filter(|(_, one)| !one.is_empty())
+        .collect();
+    if !single.is_empty() {
+        let mut births = windows.cursor();
+        for (li, l) in replay.lifetimes.iter().enumerate() {
+            let Some(w) = l.traced_birth().and_then(|b| births.of_event(b)) else {
+                continue;
+            };
+            if l.freed.is_none_or(|f| f >= windows.range(w).1) {
+                continue;
+            }
+            let Some(k) = attr.key_of(li, l) else {
+                continue;
+            };
+            if single
+                .get(&k)
+                .is_some_and(|one| one.binary_search(&w).is_ok())
+            {
+                if let Some(c) = out.get_mut(&k) {
+                    c.own.push((li, w));
+                }
+            }
         }
     }
-    out
+    out.into_values().collect()
 }
 
 /// What a site carried and let go in bursts.
@@ -873,33 +948,38 @@ struct Bursts {
     rate_windows: Vec<usize>,
 }
 
-/// The part of carried memory `lifes` released in bursts, when it is released in bursts
+/// The part of a site's carried memory released in bursts, when it is released in bursts
 /// ([`BURST_MIN_RELEASES`], [`BURST_SHARE`]).
 fn released_in_bursts(
-    lifes: &[usize],
+    c: &Carried,
     replay: &Replay,
     windows: &Windows,
     roles: Option<&RoleMap>,
 ) -> Option<Bursts> {
     let mut births = windows.cursor();
-    // (release window, birth window, lifetime) of each allocation freed after its window.
-    let mut freed: Vec<(usize, usize, usize)> = Vec::new();
+    // Each allocation freed after its window: (release window, free event, birth window,
+    // lifetime).
+    let mut freed: Vec<(usize, u32, usize, usize)> = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
     // Windows whose memory goes on past the next window (to a later one, or the end).
     let mut carried_on: Vec<usize> = Vec::new();
-    for &li in lifes {
+    for &li in &c.lifes {
         let l = &replay.lifetimes[li];
         let Some(b) = l.traced_birth().and_then(|b| births.of_event(b)) else {
             continue;
         };
         // A free between two windows belongs to the one before: a boundary's release.
-        match l.freed.map(|f| windows.at_or_before(f)) {
+        match l.freed.map(|f| (f, windows.at_or_before(f))) {
             None => {
                 kept.push(li);
-                carried_on.push(b);
+                // Alive at the end from the last window: whether it would have gone past
+                // the next window, the trace does not say.
+                if b + 1 < windows.len() {
+                    carried_on.push(b);
+                }
             }
-            Some(Some(r)) if r > b => {
-                freed.push((r, b, li));
+            Some((f, Some(r))) if r > b => {
+                freed.push((r, f, b, li));
                 if r > b + 1 {
                     carried_on.push(b);
                 }
@@ -907,30 +987,89 @@ fn released_in_bursts(
             Some(_) => {}
         }
     }
+    // The release windows' own memory: in a burst, one more window it was born in.
+    for &(li, w) in &c.own {
+        if let Some(f) = replay.lifetimes[li].freed {
+            freed.push((w, f, w, li));
+        }
+    }
     carried_on.sort_unstable();
     carried_on.dedup();
     freed.sort_unstable();
-    let bytes = |x: &(usize, usize, usize)| u128::from(replay.lifetimes[x.2].bytes);
+    // Each release window's frees in runs with no backward between them (a burst is one
+    // run): index ranges into `freed`, each with the earlier windows it frees memory of
+    // (the oldest, the youngest, how many up to two) and whether the release window's own
+    // memory goes with it.
+    struct Run {
+        from: usize,
+        to: usize,
+        oldest: usize,
+        youngest: usize,
+        older: usize,
+        own: bool,
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    let mut i = 0;
+    while i < freed.len() {
+        let r = freed[i].0;
+        let mut run = Run {
+            from: i,
+            to: i,
+            oldest: usize::MAX,
+            youngest: 0,
+            older: 0,
+            own: false,
+        };
+        while run.to < freed.len() && freed[run.to].0 == r {
+            let x = freed[run.to];
+            let cut = run.to > run.from
+                && roles.is_some_and(|m| m.backward_between(freed[run.to - 1].1, x.1));
+            if cut {
+                break;
+            }
+            if x.2 == r {
+                run.own = true;
+            } else if run.older == 0 {
+                (run.oldest, run.youngest, run.older) = (x.2, x.2, 1);
+            } else if x.2 != run.oldest || x.2 != run.youngest {
+                run.older = 2;
+                run.oldest = run.oldest.min(x.2);
+                run.youngest = run.youngest.max(x.2);
+            }
+            run.to += 1;
+        }
+        i = run.to;
+        runs.push(run);
+    }
+    // Windows freeing memory of one earlier window with their own together: a mini-batch
+    // of two's end where they are alone, a conveyor (each window frees what the one before
+    // handed it with its own scratch) where they follow each other.
+    let mut pairs: Vec<usize> = runs
+        .iter()
+        .filter(|run| run.older == 1 && run.own)
+        .map(|run| freed[run.from].0)
+        .collect();
+    pairs.dedup();
+    let paired = |w: usize| pairs.binary_search(&w).is_ok();
+    let bytes = |x: &(usize, u32, usize, usize)| u128::from(replay.lifetimes[x.3].bytes);
+    // Handed to the next window only: in flight ([`BURST_SHARE`]).
+    let in_flight = |x: &&(usize, u32, usize, usize)| x.2 + 1 >= x.0;
     let (mut bursts, mut burst_bytes, mut all_bytes) = (0, 0u128, 0u128);
     let mut rate_windows = Vec::new();
-    // Handed to the next window only: in flight ([`BURST_SHARE`]).
-    let in_flight = |x: &(usize, usize, usize)| x.1 + 1 >= x.0;
-    for release in freed.chunk_by(|a, b| a.0 == b.0) {
+    for release in runs.chunk_by(|a, b| freed[a.from].0 == freed[b.from].0) {
+        let r = freed[release[0].from].0;
         // Closing: what the release window made itself goes no further (a conveyor
         // passes it on to a later window).
-        let closes = carried_on.binary_search(&release[0].0).is_err();
-        // Its frees in runs with no backward between them: a burst is one run.
-        let freed_at = |x: &(usize, usize, usize)| replay.lifetimes[x.2].freed.unwrap_or(0);
-        let mut by_free = release.to_vec();
-        by_free.sort_by_key(freed_at);
-        let runs = by_free
-            .chunk_by(|a, b| roles.is_none_or(|m| !m.backward_between(freed_at(a), freed_at(b))));
+        let closes = carried_on.binary_search(&r).is_err();
         let mut burst = false;
-        for run in runs {
-            // Born in two windows or more.
-            let youngest = run.iter().map(|x| x.1).max();
-            if !closes || run.iter().all(|x| Some(x.1) == youngest) {
-                all_bytes += run
+        for run in release {
+            let items = &freed[run.from..run.to];
+            // Born in two windows or more: two earlier ones, or one and the release
+            // window itself, a pair neither window beside it makes.
+            let alone = !paired(r + 1) && r.checked_sub(1).is_none_or(|p| !paired(p));
+            let several = run.older >= 2 || run.older == 1 && run.own && alone;
+            if !closes || !several {
+                all_bytes += items
                     .iter()
                     .filter(|x| !in_flight(x))
                     .map(bytes)
@@ -938,11 +1077,18 @@ fn released_in_bursts(
                 continue;
             }
             burst = true;
-            let sum: u128 = run.iter().map(bytes).sum();
+            let sum: u128 = items.iter().map(bytes).sum();
             all_bytes += sum;
             burst_bytes += sum;
-            kept.extend(run.iter().map(|x| x.2));
-            rate_windows.extend(run.iter().map(|x| x.1).filter(|&b| Some(b) != youngest));
+            kept.extend(items.iter().filter(|x| x.2 < r).map(|x| x.3));
+            // Memory passed on to the next window may go in the same burst: where two
+            // earlier windows or more are freed, the youngest says nothing of what one
+            // window keeps.
+            if run.older >= 2 {
+                rate_windows.extend(items.iter().map(|x| x.2).filter(|&b| b < run.youngest));
+            } else {
+                rate_windows.push(run.oldest);
+            }
         }
         bursts += usize::from(burst);
     }

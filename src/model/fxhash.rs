@@ -97,3 +97,6 @@ impl BuildHasher for FastState {
 
 /// A `HashMap` with [`FastState`].
 pub type FastMap<K, V> = std::collections::HashMap<K, V, FastState>;
+
+/// A `HashSet` with [`FastState`].
+pub type FastSet<K> = std::collections::HashSet<K, FastState>;

@@ -954,6 +954,49 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
     assert!(!suspect, "{g}");
 }
 
+/// Mini-batches of two: the first micro-batch's 16 MiB is kept past its own end and freed
+/// at the mini-batch end with the second's own, which hands nothing on: retained, 16 MiB
+/// per window, grown in the five first micro-batches. A conveyor that frees the memory
+/// the window before handed it together with a temporary of its own, and hands its own
+/// on, is in flight, not held to a boundary (`BURST_SHARE`).
+#[test]
+fn memory_held_to_a_boundary_of_two_is_told_from_memory_handed_on() {
+    const MIB16: u64 = 16 << 20;
+    let mut held = Vec::new();
+    let pairs = micro_batches(10, |k, t| {
+        held.push(t.alloc("/app/p2p.py", 20, "recv", MIB16));
+        if k % 2 == 1 {
+            for a in held.drain(..) {
+                t.free(a);
+            }
+        }
+    });
+    let d = &leaks_of(&pairs);
+    assert_eq!(d["windows"]["count"], 10, "{}", d["windows"]);
+    let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
+    assert!(suspect, "{g}");
+    assert_eq!(g["kind"], "retained");
+    assert_eq!(g["bytes_per_window"], MIB16);
+    assert_eq!(g["windows_growing"], 5);
+    // Released at the first mini-batch's end: the first micro-batch's five events
+    // (input, temporary and its free, buffer, the input's free), then the second's input,
+    // temporary, its free and buffer (5-8): the burst starts at 9.
+    assert_eq!(g["released_at"]["event_index"], 9, "{g}");
+
+    let mut before: Option<u64> = None;
+    let handed = micro_batches(10, |_, t| {
+        let own = t.alloc("/app/p2p.py", 20, "recv", MIB16);
+        let scratch = t.alloc("/app/p2p.py", 20, "recv", MIB16);
+        if let Some(a) = before.replace(own) {
+            t.free(a);
+        }
+        t.free(scratch);
+    });
+    let d = &leaks_of(&handed);
+    let suspects = d["suspects"].as_array().unwrap();
+    assert!(suspects.is_empty(), "{suspects:#?}");
+}
+
 /// A cache that grows in the first four of eight micro-batches and then not again has
 /// stopped (bounded: `STOPPED_MIN_WINDOWS`), though it grew in half of them; memory kept
 /// by every micro-batch beside it is a leak.

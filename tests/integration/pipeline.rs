@@ -181,14 +181,14 @@ fn only_a_schedules_own_function_marks_micro_batches() {
     assert_eq!(asked["devices"][0]["source"], "whole-trace", "{asked}");
 }
 
-/// The last stage, three mini-batches of three micro-batches. Each backward leaves a
+/// The last stage, three mini-batches of `m` micro-batches. Each backward leaves a
 /// 16 MiB temporary of its own (`/app/model.py:61:backward`) that the next forward frees
 /// (memory handed to the next window). With `pinned`, each micro-batch's output
 /// (8 KiB at `/app/loss.py:12:logprobs`) is kept until its mini-batch ends, and with it
 /// the received input and the 16 MiB gradient the backward made for it at
 /// `/app/model.py:61:backward`; the kept outputs are dropped together at the end of each
 /// mini-batch. Without it, each is freed as soon as it is used.
-fn last_stage(pinned: bool) -> tempfile::TempPath {
+fn last_stage(pinned: bool, m: usize) -> tempfile::TempPath {
     let layer = in_forward_step(("/app/model.py", 30, "forward"), SCHEDULES);
     let out = in_forward_step(("/app/loss.py", 12, "logprobs"), SCHEDULES);
     let backward: [Frame; 3] = [("/app/model.py", 61, "backward"), SCHEDULE, MAIN];
@@ -197,7 +197,7 @@ fn last_stage(pinned: bool) -> tempfile::TempPath {
     let mut straddle: Option<u64> = None;
     for _ in 0..3 {
         let mut kept = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..m {
             let (input, saved) = t.forward(&layer, |t| {
                 if let Some(s) = straddle.take() {
                     t.free(s, &layer);
@@ -229,12 +229,22 @@ fn last_stage(pinned: bool) -> tempfile::TempPath {
 /// each mini-batch end frees what its micro-batches kept in one burst, while the
 /// temporaries each backward hands to the next forward (from the gradient's own site)
 /// are in flight, not evidence against the burst. The same run without the pin: no suspect.
+/// Likewise in mini-batches of two, where only the first micro-batch keeps anything past
+/// its own end, freed with the second's own at the mini-batch end.
 #[test]
 fn what_a_kept_output_pins_is_retained_in_mini_batches_of_three() {
-    let pinned = last_stage(true);
+    for m in [3, 2] {
+        what_a_kept_output_pins(m);
+    }
+}
+
+/// [`what_a_kept_output_pins_is_retained_in_mini_batches_of_three`] in mini-batches of
+/// `m`.
+fn what_a_kept_output_pins(m: usize) {
+    let pinned = last_stage(true, m);
     let d = leaks_auto(&pinned);
     assert_eq!(d["windows"]["spec"], "pipeline", "{}", d["windows"]);
-    assert_eq!(d["windows"]["count"], 9);
+    assert_eq!(d["windows"]["count"], 3 * m);
     let mut got: Vec<(String, String, u64)> = d["suspects"]
         .as_array()
         .unwrap()
@@ -260,12 +270,92 @@ fn what_a_kept_output_pins_is_retained_in_mini_batches_of_three() {
         "{d}"
     );
 
-    let clean = last_stage(false);
+    let clean = last_stage(false, m);
     let d = leaks_auto(&clean);
     assert_eq!(
         d["suspects"].as_array().unwrap().len(),
         0,
         "{:#?}",
         d["suspects"]
+    );
+}
+
+/// The first stage of four, two mini-batches of four micro-batches: its three warm-up
+/// forwards and the first steady one follow each other with nothing received between, so
+/// the schedule's `forward_step` is entered once per mini-batch as the allocations show
+/// it. Each forward embeds its input (`/app/model.py:10:embed`, 16 MiB), runs three layers
+/// that save 8 MiB each, and with `leak` keeps 4 MiB at `/app/debug.py:7:keep` for good;
+/// each backward receives its 16 MiB gradient (`create_tensor_recv_next`), makes an 8 MiB
+/// one of its own, and frees what its forward saved.
+fn first_stage(leak: bool) -> tempfile::TempPath {
+    let embed = in_forward_step(("/app/model.py", 10, "embed"), SCHEDULES);
+    let layer = in_forward_step(("/app/model.py", 30, "forward"), SCHEDULES);
+    let keep = in_forward_step(("/app/debug.py", 7, "keep"), SCHEDULES);
+    let backward: [Frame; 3] = [("/app/model.py", 60, "backward"), SCHEDULE, MAIN];
+    let recv_grad: [Frame; 4] = [
+        (P2P, 339, "create_tensor_recv_next"),
+        (P2P, 420, "recv_backward"),
+        SCHEDULE,
+        MAIN,
+    ];
+    let mut t = Trace::default();
+    let forward = |t: &mut Trace| -> Vec<u64> {
+        let mut saved = vec![t.alloc(&embed, 16 * MIB)];
+        for _ in 0..3 {
+            saved.push(t.alloc(&layer, 8 * MIB));
+        }
+        if leak {
+            t.alloc(&keep, 4 * MIB);
+        }
+        saved
+    };
+    let backward_of = |t: &mut Trace, saved: Vec<u64>| {
+        let g = t.alloc(&recv_grad, 16 * MIB);
+        let grad = t.alloc(&backward, 8 * MIB);
+        for a in saved {
+            t.free(a, &backward);
+        }
+        t.free(grad, &backward);
+        t.free(g, &[SCHEDULE, MAIN]);
+    };
+    for _ in 0..2 {
+        let mut in_flight: std::collections::VecDeque<Vec<u64>> =
+            (0..4).map(|_| forward(&mut t)).collect();
+        while let Some(oldest) = in_flight.pop_front() {
+            backward_of(&mut t, oldest);
+        }
+    }
+    t.write()
+}
+
+/// On the first stage the schedule's micro-batches are found though their entries merged:
+/// a call opens with the allocation that opens the windows and follows the one that
+/// closes them, and the calls so counted are the eight backward passes. The leak grows
+/// in each of the 8, by 4 MiB.
+#[test]
+fn the_first_stages_forwards_in_a_row_are_micro_batches_of_their_own() {
+    let leaky = first_stage(true);
+    let path = leaky.to_str().unwrap();
+    let asked = leakscope_json(&["windows", path, "--windows", "pipeline"]);
+    assert_eq!(
+        asked["devices"][0]["starts"].as_array().unwrap().len(),
+        8,
+        "{asked}"
+    );
+    let d = leakscope_json(&["leaks", path, "--windows", "pipeline"])["devices"][0].clone();
+    let suspects = d["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1, "{suspects:#?}");
+    let s = &suspects[0];
+    assert_eq!(s["site"]["label"], "/app/debug.py:7:keep");
+    assert_eq!(s["kind"], "leak");
+    assert_eq!(s["bytes_per_window"], 4 * MIB);
+    assert_eq!(s["windows_growing"], 8);
+
+    let clean = first_stage(false);
+    let asked = leakscope_json(&["windows", clean.to_str().unwrap(), "--windows", "pipeline"]);
+    assert_eq!(
+        asked["devices"][0]["starts"].as_array().unwrap().len(),
+        8,
+        "{asked}"
     );
 }
