@@ -584,6 +584,41 @@ fn release_spans(s: &Survivors, replay: &Replay, windows: &Windows) -> Option<(u
     })
 }
 
+/// Whether each release of the site's survivors frees memory of one window only, where
+/// a backward runs between frees of different windows' memory: a pipeline's cool-down
+/// hands back each micro-batch's input after its own backward, however many windows each
+/// outlived (a mini-batch as short as the pipeline is deep is all warm-up and cool-down),
+/// where memory kept to a coarser boundary goes together (a list of kept outputs dropped
+/// at once).
+fn freed_a_window_at_a_time(
+    s: &Survivors,
+    replay: &Replay,
+    windows: &Windows,
+    roles: Option<&RoleMap>,
+) -> bool {
+    let Some(roles) = roles else {
+        return false;
+    };
+    let mut births = windows.cursor();
+    // (release window, free event, birth window)
+    let mut freed: Vec<(usize, u32, usize)> = s
+        .lifes
+        .iter()
+        .filter_map(|&i| {
+            let l = &replay.lifetimes[i];
+            let b = births.of_event(l.traced_birth()?)?;
+            let f = l.freed?;
+            Some((windows.at_or_before(f)?, f, b))
+        })
+        .collect();
+    freed.sort_unstable();
+    !freed.is_empty()
+        && freed
+            .windows(2)
+            .filter(|p| p[0].0 == p[1].0 && p[0].2 != p[1].2)
+            .all(|p| roles.backward_between(p[0].1, p[1].1))
+}
+
 /// The verdict on one key's survivors; `bursts`: its memory is released in bursts
 /// ([`BURST_SHARE`]), so it is never merely in flight.
 fn classify(
@@ -592,6 +627,7 @@ fn classify(
     windows: &Windows,
     opts: &LeakOptions,
     bursts: bool,
+    roles: Option<&RoleMap>,
 ) -> Verdict {
     let n = windows.len();
     let grew: Vec<usize> = (0..n).filter(|&w| s.series[w] > 0).collect();
@@ -618,12 +654,17 @@ fn classify(
         rate_windows,
         every_window: false,
     };
-    // Memory kept until a coarser boundary outlives a varying number of boundaries (the
-    // sawtooth: the first micro-batch's buffer waits longest); micro-batches merely in
-    // flight in a pipeline schedule all outlive the same few. The latter is not growth.
-    let steady_in_flight = !bursts && !kept_to_end && spans.is_some_and(|(lo, hi)| hi - lo <= 1);
     if most {
-        let kind = match (steady_in_flight, kept_to_end) {
+        // Memory kept until a coarser boundary outlives a varying number of boundaries
+        // (the sawtooth: the first micro-batch's buffer waits longest) and goes together;
+        // micro-batches merely in flight in a pipeline schedule all outlive the same few,
+        // or go a micro-batch at a time after each one's backward. The latter is not
+        // growth.
+        let in_flight = !bursts
+            && !kept_to_end
+            && (spans.is_some_and(|(lo, hi)| hi - lo <= 1)
+                || freed_a_window_at_a_time(s, replay, windows, roles));
+        let kind = match (in_flight, kept_to_end) {
             (true, _) => Kind::InFlight,
             (false, true) => Kind::Leak,
             (false, false) => Kind::Retained,
@@ -837,7 +878,7 @@ fn rejudge_bursts(
                 s.series[w] = s.series[w].saturating_add(l.bytes);
             }
         }
-        let mut v = classify(&s, replay, windows, opts, true);
+        let mut v = classify(&s, replay, windows, opts, true, attr.roles());
         if v.kind == Kind::Retained {
             v.rate_windows = bursts.rate_windows;
             v.every_window = true;
@@ -1249,7 +1290,7 @@ pub fn leaks(
     let mut judged: Vec<(Survivors, Verdict)> = survivors(replay, windows, attr)
         .into_iter()
         .map(|s| {
-            let v = classify(&s, replay, windows, opts, false);
+            let v = classify(&s, replay, windows, opts, false, attr.roles());
             (s, v)
         })
         .collect();

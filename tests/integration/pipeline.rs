@@ -91,45 +91,117 @@ impl Trace {
     }
 }
 
-/// Two mini-batches of four micro-batches on a stage with two warm-up forwards. Each
+/// Two mini-batches of four micro-batches on a stage with two warm-up forwards
+/// ([`stage_of`]).
+fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
+    stage_of(leak, schedule_file, 2, &[4, 4])
+}
+
+/// Mini-batches of `sizes` micro-batches on a stage with `warm` warm-up forwards. Each
 /// micro-batch receives a 16 MiB input (`create_tensor_recv_prev`), runs three layers that
 /// save 8 MiB each for the backward (and free a 2 MiB temporary), and with `leak` keeps
 /// 4 MiB at `/app/debug.py:7:keep` for good; its backward frees the saved activations,
 /// then the schedule frees the input. `forward_step` is defined in `schedule_file`.
-fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
+fn stage_of(
+    leak: bool,
+    schedule_file: &'static str,
+    warm: usize,
+    sizes: &[usize],
+) -> tempfile::TempPath {
+    stage_freeing(leak, schedule_file, warm, sizes, false)
+}
+
+/// [`stage_of`]; with `late`, an input whose backward ran in the steady phase is freed
+/// only once the next input is received (Megatron drops it when `input_tensor` is
+/// rebound by `send_backward_recv_forward`): in the next micro-batch's window.
+fn stage_freeing(
+    leak: bool,
+    schedule_file: &'static str,
+    warm: usize,
+    sizes: &[usize],
+    late: bool,
+) -> tempfile::TempPath {
     let layer = in_forward_step(("/app/model.py", 30, "forward"), schedule_file);
     let keep = in_forward_step(("/app/debug.py", 7, "keep"), schedule_file);
     let backward: [Frame; 3] = [("/app/model.py", 60, "backward"), SCHEDULE, MAIN];
+    let schedule: [Frame; 2] = [SCHEDULE, MAIN];
     let mut t = Trace::default();
-    let forward = |t: &mut Trace| -> (u64, Vec<u64>) {
-        let done = t.forward(&layer, |_| {});
+    let mut pending: Option<u64> = None;
+    let forward = |t: &mut Trace, pending: &mut Option<u64>| -> (u64, Vec<u64>) {
+        let done = t.forward(&layer, |t| {
+            if let Some(a) = pending.take() {
+                t.free(a, &schedule);
+            }
+        });
         if leak {
             t.alloc(&keep, 4 * MIB);
         }
         done
     };
-    let backward_of = |t: &mut Trace, (input, saved): (u64, Vec<u64>)| {
+    let backward_of = |t: &mut Trace, (input, saved): (u64, Vec<u64>), defer: bool| {
         let grad = t.alloc(&backward, 8 * MIB);
         for a in saved {
             t.free(a, &backward);
         }
         t.free(grad, &backward);
-        t.free(input, &[SCHEDULE, MAIN]);
+        if defer {
+            return Some(input);
+        }
+        t.free(input, &schedule);
+        None
     };
-    for _ in 0..2 {
+    for &m in sizes {
         let mut in_flight = std::collections::VecDeque::new();
-        for j in 0..4 {
-            in_flight.push_back(forward(&mut t));
-            if j >= 2 {
+        for j in 0..m {
+            in_flight.push_back(forward(&mut t, &mut pending));
+            if j >= warm {
                 let oldest = in_flight.pop_front().unwrap();
-                backward_of(&mut t, oldest);
+                pending = backward_of(&mut t, oldest, late);
             }
         }
         while let Some(oldest) = in_flight.pop_front() {
-            backward_of(&mut t, oldest);
+            if let Some(a) = pending.take() {
+                t.free(a, &schedule);
+            }
+            backward_of(&mut t, oldest, false);
         }
     }
     t.write()
+}
+
+/// A middle stage of a deep pipeline (three warm-up forwards) in mini-batches of three
+/// and five, each input dropped when the next is received: the first mini-batch is all
+/// warm-up and cool-down, and in both each input goes after its own micro-batch's
+/// backward, one at a time, though the survivors outlive 2 to 4 window boundaries (2 in
+/// the first mini-batch; 4, 3 and 2 in the second). The inputs are in flight, not retained; a leak of 4 MiB per micro-batch is
+/// found in all 8.
+#[test]
+fn a_deep_pipelines_inputs_going_a_micro_batch_at_a_time_are_in_flight() {
+    let clean = stage_freeing(false, SCHEDULES, 3, &[3, 5], true);
+    let d = leakscope_json(&["leaks", clean.to_str().unwrap(), "--windows", "pipeline"])["devices"]
+        [0]
+    .clone();
+    assert_eq!(d["windows"]["count"], 8, "{}", d["windows"]);
+    let suspects = d["suspects"].as_array().unwrap();
+    assert!(suspects.is_empty(), "{suspects:#?}");
+    let recv = format!("{P2P}:331:create_tensor_recv_prev");
+    let row = d["not_suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["site"]["label"] == recv.as_str())
+        .unwrap_or_else(|| panic!("{recv} not listed: {d}"));
+    assert_eq!(row["kind"], "in-flight", "{row}");
+
+    let leaky = stage_freeing(true, SCHEDULES, 3, &[3, 5], true);
+    let d = leakscope_json(&["leaks", leaky.to_str().unwrap(), "--windows", "pipeline"])["devices"]
+        [0]
+    .clone();
+    let suspects = d["suspects"].as_array().unwrap();
+    assert_eq!(suspects.len(), 1, "{suspects:#?}");
+    assert_eq!(suspects[0]["site"]["label"], "/app/debug.py:7:keep");
+    assert_eq!(suspects[0]["bytes_per_window"], 4 * MIB);
+    assert_eq!(suspects[0]["windows_growing"], 8);
 }
 
 fn leaks_auto(trace: &tempfile::TempPath) -> serde_json::Value {
