@@ -887,6 +887,31 @@ fn site_of<'v>(d: &'v serde_json::Value, label: &str) -> (&'v serde_json::Value,
     panic!("{label} is not listed: {d}")
 }
 
+/// `n` micro-batches ([`micro_batches`]) in mini-batches of `m`: each keeps 16 MiB at
+/// `/app/p2p.py:20:recv` until its mini-batch ends, all freed together there.
+fn sawtooth(n: usize, m: usize) -> tempfile::TempPath {
+    let mut held = Vec::new();
+    micro_batches(n, |k, t| {
+        held.push(t.alloc("/app/p2p.py", 20, "recv", 16 << 20));
+        if k % m == m - 1 {
+            for a in held.drain(..) {
+                t.free(a);
+            }
+        }
+    })
+}
+
+/// The sawtooth's site in a device of `leaks` over its `n` windows: retained, 16 MiB per
+/// window.
+fn retained_sawtooth(d: &serde_json::Value, n: u64) -> &serde_json::Value {
+    assert_eq!(d["windows"]["count"], n, "{}", d["windows"]);
+    let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
+    assert!(suspect, "{g}");
+    assert_eq!(g["kind"], "retained");
+    assert_eq!(g["bytes_per_window"], 16 << 20);
+    g
+}
+
 /// Memory kept per micro-batch until a mini-batch of three ends is retained, though only
 /// each mini-batch's first micro-batch keeps it past the next one (its bursts at each
 /// mini-batch end: `BURST_SHARE`); memory each micro-batch passes two micro-batches on
@@ -895,22 +920,9 @@ fn site_of<'v>(d: &'v serde_json::Value, label: &str) -> (&'v serde_json::Value,
 #[test]
 fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
     const MIB16: u64 = 16 << 20;
-    let mut held = Vec::new();
-    let sawtooth = micro_batches(9, |k, t| {
-        held.push(t.alloc("/app/p2p.py", 20, "recv", MIB16));
-        if k % 3 == 2 {
-            for a in held.drain(..) {
-                t.free(a);
-            }
-        }
-    });
-    let d = &leaks_of(&sawtooth);
-    assert_eq!(d["windows"]["count"], 9, "{}", d["windows"]);
-    let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
-    assert!(suspect, "{g}");
-    assert_eq!(g["kind"], "retained");
+    let d = &leaks_of(&sawtooth(9, 3));
     // Every micro-batch keeps 16 MiB; the first two of each mini-batch past their own end.
-    assert_eq!(g["bytes_per_window"], MIB16);
+    let g = retained_sawtooth(d, 9);
     assert_eq!(g["bytes_per_occurrence"], MIB16);
     assert_eq!(g["period_windows"], serde_json::Value::Null);
     assert_eq!(g["windows_growing"], 6);
@@ -962,21 +974,8 @@ fn memory_held_to_a_boundary_is_told_from_memory_in_flight() {
 #[test]
 fn memory_held_to_a_boundary_of_two_is_told_from_memory_handed_on() {
     const MIB16: u64 = 16 << 20;
-    let mut held = Vec::new();
-    let pairs = micro_batches(10, |k, t| {
-        held.push(t.alloc("/app/p2p.py", 20, "recv", MIB16));
-        if k % 2 == 1 {
-            for a in held.drain(..) {
-                t.free(a);
-            }
-        }
-    });
-    let d = &leaks_of(&pairs);
-    assert_eq!(d["windows"]["count"], 10, "{}", d["windows"]);
-    let (g, suspect) = site_of(d, "/app/p2p.py:20:recv");
-    assert!(suspect, "{g}");
-    assert_eq!(g["kind"], "retained");
-    assert_eq!(g["bytes_per_window"], MIB16);
+    let d = &leaks_of(&sawtooth(10, 2));
+    let g = retained_sawtooth(d, 10);
     assert_eq!(g["windows_growing"], 5);
     // Released at the first mini-batch's end: the first micro-batch's five events
     // (input, temporary and its free, buffer, the input's free), then the second's input,

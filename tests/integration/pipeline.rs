@@ -197,11 +197,20 @@ fn a_deep_pipelines_inputs_going_a_micro_batch_at_a_time_are_in_flight() {
     let d = leakscope_json(&["leaks", leaky.to_str().unwrap(), "--windows", "pipeline"])["devices"]
         [0]
     .clone();
+    assert_the_leak_per_micro_batch(&d, 8);
+}
+
+/// The one suspect of a device of `leaks`: the 4 MiB kept per micro-batch at
+/// `/app/debug.py:7:keep`, a leak grown in each of its `windows`.
+fn assert_the_leak_per_micro_batch(d: &serde_json::Value, windows: u64) -> &serde_json::Value {
     let suspects = d["suspects"].as_array().unwrap();
     assert_eq!(suspects.len(), 1, "{suspects:#?}");
-    assert_eq!(suspects[0]["site"]["label"], "/app/debug.py:7:keep");
-    assert_eq!(suspects[0]["bytes_per_window"], 4 * MIB);
-    assert_eq!(suspects[0]["windows_growing"], 8);
+    let s = &suspects[0];
+    assert_eq!(s["site"]["label"], "/app/debug.py:7:keep");
+    assert_eq!(s["kind"], "leak");
+    assert_eq!(s["bytes_per_window"], 4 * MIB);
+    assert_eq!(s["windows_growing"], windows);
+    s
 }
 
 fn leaks_auto(trace: &tempfile::TempPath) -> serde_json::Value {
@@ -220,13 +229,7 @@ fn a_pipeline_stages_micro_batches_are_its_windows() {
     assert_eq!(d["windows"]["spec"], "pipeline", "{}", d["windows"]);
     assert_eq!(d["windows"]["count"], 8);
     assert_eq!(d["windows"]["verdicts"], true);
-    let suspects = d["suspects"].as_array().unwrap();
-    assert_eq!(suspects.len(), 1, "{suspects:#?}");
-    let s = &suspects[0];
-    assert_eq!(s["site"]["label"], "/app/debug.py:7:keep");
-    assert_eq!(s["kind"], "leak");
-    assert_eq!(s["bytes_per_window"], 4 * MIB);
-    assert_eq!(s["windows_growing"], 8);
+    let s = assert_the_leak_per_micro_batch(&d, 8);
     assert_eq!(s["bytes_at_end"], 8 * 4 * MIB);
 
     let clean = stage(false, SCHEDULES);
@@ -415,13 +418,7 @@ fn the_first_stages_forwards_in_a_row_are_micro_batches_of_their_own() {
         "{asked}"
     );
     let d = leakscope_json(&["leaks", path, "--windows", "pipeline"])["devices"][0].clone();
-    let suspects = d["suspects"].as_array().unwrap();
-    assert_eq!(suspects.len(), 1, "{suspects:#?}");
-    let s = &suspects[0];
-    assert_eq!(s["site"]["label"], "/app/debug.py:7:keep");
-    assert_eq!(s["kind"], "leak");
-    assert_eq!(s["bytes_per_window"], 4 * MIB);
-    assert_eq!(s["windows_growing"], 8);
+    assert_the_leak_per_micro_batch(&d, 8);
 
     let clean = first_stage(false);
     let asked = leakscope_json(&["windows", clean.to_str().unwrap(), "--windows", "pipeline"]);
