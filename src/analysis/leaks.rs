@@ -65,16 +65,16 @@ pub const BURST_MIN_RELEASES: usize = 2;
 /// in such bursts: windows freeing memory born in two earlier windows or more (or in one
 /// and the window itself, where neither window beside it does the same: a mini-batch of
 /// two, not a conveyor that frees what the window before handed it with its own scratch
-/// in every window), that keep nothing of their own past the next window (a conveyor hands each window's memory on to
-/// a later one; a boundary's release clears it, the last window's own included), and that
-/// free it together, no backward running between the frees (a mini-batch's kept outputs
-/// dropped at its end; a pipeline stage's cool-down hands back each micro-batch's input
-/// after its own backward, however many windows the inputs were born in). Memory handed
-/// to the next window only (a buffer for it, a temporary its forward frees) is in flight
-/// and counts neither way, unless a burst frees it. Such a site is judged on what it
-/// carries past each window's own end (not the next window's) and frees in bursts: a
-/// mini-batch of three micro-batches keeps only its first one past the next window, yet
-/// every one until the mini-batch ends.
+/// in every window), that keep nothing of their own past the next window (a conveyor
+/// hands each window's memory on to a later one; a boundary's release clears it, the
+/// last window's own included), and that free it together, no backward running between
+/// the frees (a mini-batch's kept outputs dropped at its end; a pipeline stage's
+/// cool-down hands back each micro-batch's input after its own backward, however many
+/// windows the inputs were born in). Memory handed to the next window only (a buffer for
+/// it, a temporary its forward frees) is in flight and counts neither way, unless a burst
+/// frees it. Such a site is judged on what it carries past each window's own end (not the
+/// next window's) and frees in bursts: a mini-batch of three micro-batches keeps only its
+/// first one past the next window, yet every one until the mini-batch ends.
 pub const BURST_SHARE: (usize, usize) = (2, 3);
 
 /// What a site's growth is.
@@ -834,8 +834,8 @@ fn release_of(
 
 /// Sites judged in flight, sporadic, bounded (a cache that filled up is not emptied again
 /// and again) or late, or not at all (nothing alive past the next window), whose memory is
-/// released in bursts ([`BURST_SHARE`]): judged again on the memory they
-/// carry past each window's own end, and taken as that verdict when it is a suspect.
+/// released in bursts ([`BURST_SHARE`]): judged again on the memory they carry past each
+/// window's own end, and taken as that verdict when it is a suspect.
 fn rejudge_bursts(
     judged: &mut Vec<(Survivors, Verdict)>,
     replay: &Replay,
@@ -843,14 +843,14 @@ fn rejudge_bursts(
     attr: &mut Attributor,
     opts: &LeakOptions,
 ) {
-    // Per key: its entry in `judged` (`None`: not judged), or left out (judged otherwise).
-    let mut look: FastMap<u32, Option<usize>> = FastMap::default();
+    // Per site judged in flight, sporadic, bounded or late: its entry in `judged`.
+    let mut look: FastMap<u32, usize> = FastMap::default();
     for (i, (s, v)) in judged.iter().enumerate() {
         if matches!(
             v.kind,
             Kind::InFlight | Kind::Sporadic | Kind::Bounded | Kind::Late
         ) {
-            look.insert(s.key, Some(i));
+            look.insert(s.key, i);
         }
     }
     let settled: FastSet<u32> = judged
@@ -861,7 +861,7 @@ fn rejudge_bursts(
     let mut found = carried(&settled, replay, windows, attr);
     found.sort_by_key(|c| c.key);
     for c in found {
-        let entry = look.get(&c.key).copied().flatten();
+        let entry = look.get(&c.key).copied();
         let Some(bursts) = released_in_bursts(&c, replay, windows, attr.roles()) else {
             continue;
         };
