@@ -584,6 +584,60 @@ fn release_spans(s: &Survivors, replay: &Replay, windows: &Windows) -> Option<(u
     })
 }
 
+/// Memory freed in a later window than it was born in, or with the release window's own:
+/// (release window, free event, birth window, lifetime).
+type Freed = (usize, u32, usize, usize);
+
+/// A release window's frees with no backward between them (a burst is one run): an index
+/// range into the sorted frees, the earlier windows it frees memory of (the oldest, the
+/// youngest, how many up to two) and whether the release window's own memory goes with it.
+struct Run {
+    from: usize,
+    to: usize,
+    oldest: usize,
+    youngest: usize,
+    older: usize,
+    own: bool,
+}
+
+/// The runs of `freed` (sorted), cut where a backward runs between two frees.
+fn release_runs(freed: &[Freed], roles: Option<&RoleMap>) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut i = 0;
+    while i < freed.len() {
+        let r = freed[i].0;
+        let mut run = Run {
+            from: i,
+            to: i,
+            oldest: usize::MAX,
+            youngest: 0,
+            older: 0,
+            own: false,
+        };
+        while run.to < freed.len() && freed[run.to].0 == r {
+            let x = freed[run.to];
+            let cut = run.to > run.from
+                && roles.is_some_and(|m| m.backward_between(freed[run.to - 1].1, x.1));
+            if cut {
+                break;
+            }
+            if x.2 == r {
+                run.own = true;
+            } else if run.older == 0 {
+                (run.oldest, run.youngest, run.older) = (x.2, x.2, 1);
+            } else if x.2 != run.oldest || x.2 != run.youngest {
+                run.older = 2;
+                run.oldest = run.oldest.min(x.2);
+                run.youngest = run.youngest.max(x.2);
+            }
+            run.to += 1;
+        }
+        i = run.to;
+        runs.push(run);
+    }
+    runs
+}
+
 /// Whether each release of the site's survivors frees memory of one window only, where
 /// a backward runs between frees of different windows' memory: a pipeline's cool-down
 /// hands back each micro-batch's input after its own backward, however many windows each
@@ -600,23 +654,21 @@ fn freed_a_window_at_a_time(
         return false;
     };
     let mut births = windows.cursor();
-    // (release window, free event, birth window)
-    let mut freed: Vec<(usize, u32, usize)> = s
+    let mut freed: Vec<Freed> = s
         .lifes
         .iter()
         .filter_map(|&i| {
             let l = &replay.lifetimes[i];
             let b = births.of_event(l.traced_birth()?)?;
             let f = l.freed?;
-            Some((windows.at_or_before(f)?, f, b))
+            Some((windows.at_or_before(f)?, f, b, i))
         })
         .collect();
     freed.sort_unstable();
     !freed.is_empty()
-        && freed
-            .windows(2)
-            .filter(|p| p[0].0 == p[1].0 && p[0].2 != p[1].2)
-            .all(|p| roles.backward_between(p[0].1, p[1].1))
+        && release_runs(&freed, Some(roles))
+            .iter()
+            .all(|run| run.older <= 1)
 }
 
 /// The verdict on one key's survivors; `bursts`: its memory is released in bursts
@@ -998,9 +1050,7 @@ fn released_in_bursts(
     roles: Option<&RoleMap>,
 ) -> Option<Bursts> {
     let mut births = windows.cursor();
-    // Each allocation freed after its window: (release window, free event, birth window,
-    // lifetime).
-    let mut freed: Vec<(usize, u32, usize, usize)> = Vec::new();
+    let mut freed: Vec<Freed> = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
     // Windows whose memory goes on past the next window (to a later one, or the end).
     let mut carried_on: Vec<usize> = Vec::new();
@@ -1037,51 +1087,7 @@ fn released_in_bursts(
     carried_on.sort_unstable();
     carried_on.dedup();
     freed.sort_unstable();
-    // Each release window's frees in runs with no backward between them (a burst is one
-    // run): index ranges into `freed`, each with the earlier windows it frees memory of
-    // (the oldest, the youngest, how many up to two) and whether the release window's own
-    // memory goes with it.
-    struct Run {
-        from: usize,
-        to: usize,
-        oldest: usize,
-        youngest: usize,
-        older: usize,
-        own: bool,
-    }
-    let mut runs: Vec<Run> = Vec::new();
-    let mut i = 0;
-    while i < freed.len() {
-        let r = freed[i].0;
-        let mut run = Run {
-            from: i,
-            to: i,
-            oldest: usize::MAX,
-            youngest: 0,
-            older: 0,
-            own: false,
-        };
-        while run.to < freed.len() && freed[run.to].0 == r {
-            let x = freed[run.to];
-            let cut = run.to > run.from
-                && roles.is_some_and(|m| m.backward_between(freed[run.to - 1].1, x.1));
-            if cut {
-                break;
-            }
-            if x.2 == r {
-                run.own = true;
-            } else if run.older == 0 {
-                (run.oldest, run.youngest, run.older) = (x.2, x.2, 1);
-            } else if x.2 != run.oldest || x.2 != run.youngest {
-                run.older = 2;
-                run.oldest = run.oldest.min(x.2);
-                run.youngest = run.youngest.max(x.2);
-            }
-            run.to += 1;
-        }
-        i = run.to;
-        runs.push(run);
-    }
+    let runs = release_runs(&freed, roles);
     // Windows freeing memory of one earlier window with their own together: a mini-batch
     // of two's end where they are alone, a conveyor (each window frees what the one before
     // handed it with its own scratch) where they follow each other.
@@ -1092,9 +1098,9 @@ fn released_in_bursts(
         .collect();
     pairs.dedup();
     let paired = |w: usize| pairs.binary_search(&w).is_ok();
-    let bytes = |x: &(usize, u32, usize, usize)| u128::from(replay.lifetimes[x.3].bytes);
+    let bytes = |x: &Freed| u128::from(replay.lifetimes[x.3].bytes);
     // Handed to the next window only: in flight ([`BURST_SHARE`]).
-    let in_flight = |x: &&(usize, u32, usize, usize)| x.2 + 1 >= x.0;
+    let in_flight = |x: &&Freed| x.2 + 1 >= x.0;
     let (mut bursts, mut burst_bytes, mut all_bytes) = (0, 0u128, 0u128);
     let mut rate_windows = Vec::new();
     for release in runs.chunk_by(|a, b| freed[a.from].0 == freed[b.from].0) {

@@ -10,7 +10,7 @@ use regex::Regex;
 
 use crate::attribute::Attributor;
 use crate::model::fxhash::FastMap;
-use crate::model::{Action, FrameId, Snapshot, StackId, StrId};
+use crate::model::{Action, Frame, FrameId, Snapshot, StackId, StrId};
 
 use super::quality::{EVIDENCE, Failure, Quality};
 use super::sources::{Family, frame_family};
@@ -58,11 +58,12 @@ fn file_ends_with(snap: &Snapshot, file: StrId, end: &str) -> bool {
     snap.strings.get(file).replace('\\', "/").ends_with(end)
 }
 
-/// Whether some frame of the trace is `function` in a file whose path ends with `file`.
-fn has_frame(snap: &Snapshot, function: &str, file: &str) -> bool {
-    snap.frames
-        .iter()
-        .any(|f| snap.strings.get(f.name) == function && file_ends_with(snap, f.filename, file))
+impl Schedule {
+    /// Whether `frame` is this schedule's per-micro-batch function, in its own file.
+    fn is(&self, snap: &Snapshot, frame: &Frame) -> bool {
+        snap.strings.get(frame.name) == self.function
+            && file_ends_with(snap, frame.filename, self.file)
+    }
 }
 
 /// Moves each window's start back over the allocations just before it that receive its
@@ -148,11 +149,9 @@ fn split_merged(
         let slot = key_of.get_mut(stack.0 as usize)?;
         *slot.get_or_insert_with(|| {
             let frames = snap.stacks.get(stack);
-            let at = frames.iter().position(|&f| {
-                let frame = snap.frames.get(f);
-                snap.strings.get(frame.name) == schedule.function
-                    && file_ends_with(snap, frame.filename, schedule.file)
-            })?;
+            let at = frames
+                .iter()
+                .position(|&f| schedule.is(snap, snap.frames.get(f)))?;
             let n = keys.len() as u32;
             Some(*keys.entry(&frames[..=at]).or_insert(n))
         })
@@ -202,7 +201,7 @@ fn split_merged(
 pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attributor) -> Vec<Family> {
     SCHEDULES
         .iter()
-        .filter(|s| has_frame(snap, s.function, s.file))
+        .filter(|s| snap.frames.iter().any(|f| s.is(snap, f)))
         .filter_map(|s| {
             let re = Regex::new(&format!("^{}$", regex::escape(s.function))).ok()?;
             let mut f = frame_family(snap, device, attr, &re).of_schedule(SPEC);

@@ -92,9 +92,9 @@ impl Trace {
 }
 
 /// Two mini-batches of four micro-batches on a stage with two warm-up forwards
-/// ([`stage_of`]).
+/// ([`stage_of`]), each input freed right after its backward.
 fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
-    stage_of(leak, schedule_file, 2, &[4, 4])
+    stage_of(leak, schedule_file, 2, &[4, 4], false)
 }
 
 /// Mini-batches of `sizes` micro-batches on a stage with `warm` warm-up forwards. Each
@@ -102,19 +102,10 @@ fn stage(leak: bool, schedule_file: &'static str) -> tempfile::TempPath {
 /// save 8 MiB each for the backward (and free a 2 MiB temporary), and with `leak` keeps
 /// 4 MiB at `/app/debug.py:7:keep` for good; its backward frees the saved activations,
 /// then the schedule frees the input. `forward_step` is defined in `schedule_file`.
+/// With `late`, an input whose backward ran in the steady phase is freed only once the
+/// next input is received (Megatron drops it when `input_tensor` is rebound by
+/// `send_backward_recv_forward`): in the next micro-batch's window.
 fn stage_of(
-    leak: bool,
-    schedule_file: &'static str,
-    warm: usize,
-    sizes: &[usize],
-) -> tempfile::TempPath {
-    stage_freeing(leak, schedule_file, warm, sizes, false)
-}
-
-/// [`stage_of`]; with `late`, an input whose backward ran in the steady phase is freed
-/// only once the next input is received (Megatron drops it when `input_tensor` is
-/// rebound by `send_backward_recv_forward`): in the next micro-batch's window.
-fn stage_freeing(
     leak: bool,
     schedule_file: &'static str,
     warm: usize,
@@ -177,7 +168,7 @@ fn stage_freeing(
 /// found in all 8.
 #[test]
 fn a_deep_pipelines_inputs_going_a_micro_batch_at_a_time_are_in_flight() {
-    let clean = stage_freeing(false, SCHEDULES, 3, &[3, 5], true);
+    let clean = stage_of(false, SCHEDULES, 3, &[3, 5], true);
     let d = leakscope_json(&["leaks", clean.to_str().unwrap(), "--windows", "pipeline"])["devices"]
         [0]
     .clone();
@@ -193,7 +184,7 @@ fn a_deep_pipelines_inputs_going_a_micro_batch_at_a_time_are_in_flight() {
         .unwrap_or_else(|| panic!("{recv} not listed: {d}"));
     assert_eq!(row["kind"], "in-flight", "{row}");
 
-    let leaky = stage_freeing(true, SCHEDULES, 3, &[3, 5], true);
+    let leaky = stage_of(true, SCHEDULES, 3, &[3, 5], true);
     let d = leakscope_json(&["leaks", leaky.to_str().unwrap(), "--windows", "pipeline"])["devices"]
         [0]
     .clone();
