@@ -1,26 +1,11 @@
-"""pytest plugin: CUDA memory limits on tests, as markers.
-
-Installed with leakscope (entry point ``pytest11``, name ``leakscope``). Two markers:
-
-``limit_cuda_memory(limit, device=None)``
-    The peak CUDA memory allocated while the test body runs (``torch.cuda`` peak
-    statistics, reset before the body) must not exceed ``limit``.
-
-``limit_cuda_leaks(limit, windows=DEFAULT_WINDOWS, repeat=3, *, within=None, max_entries=100_000)``
-    The test body runs ``repeat`` times with the CUDA memory history recorded, each run
-    inside ``torch.profiler.record_function("leakscope_repeat")`` so that each run is one
-    window; no call site may keep more than ``limit`` bytes per window
-    (:func:`leakscope.testing.assert_no_leaks` on the snapshot taken in process).
-
-Limits are bytes or sizes such as ``"1 MiB"``. Without torch, or without CUDA, marked tests
-are skipped with the reason; torch is imported only when a marked test runs. With
-``--leakscope-report DIR``, a test that fails its leak check leaves its snapshot
-(``NODEID.pickle``, readable by every leakscope command) and an HTML report
-(``NODEID.html``) in ``DIR``.
+"""pytest plugin (entry point ``pytest11``, installed with leakscope; docs/python.md):
+CUDA memory limits on tests as two markers, ``limit_cuda_memory`` (the peak allocated
+during the test body) and ``limit_cuda_leaks`` (growth per run of the body, each run a
+window), described in ``_MARKERS`` (``pytest --markers``). Without torch or CUDA, marked
+tests are skipped with the reason; ``--leakscope-report DIR`` keeps each failing leak
+check's snapshot and HTML report.
 
 Example::
-
-    import pytest
 
     @pytest.mark.limit_cuda_leaks("1 MiB")
     @pytest.mark.limit_cuda_memory("2 GiB")
@@ -43,14 +28,8 @@ import leakscope
 from leakscope import _native
 from leakscope.testing import Size, assert_no_leaks, format_size, parse_size
 
-__all__ = [
-    "ANNOTATION",
-    "DEFAULT_WINDOWS",
-    "LeakOptions",
-    "MemoryOptions",
-    "check_leaks",
-    "report_paths",
-]
+__all__ = ["ANNOTATION", "DEFAULT_WINDOWS", "LeakOptions", "MemoryOptions", "check_leaks",
+           "report_paths"]
 
 #: The ``record_function`` name each run of a ``limit_cuda_leaks`` test is wrapped in.
 ANNOTATION = "leakscope_repeat"
@@ -118,10 +97,8 @@ class LeakOptions:
 
 
 def report_paths(report_dir: str | Path, nodeid: str) -> tuple[Path, Path]:
-    """The snapshot and HTML report paths for test ``nodeid`` in ``report_dir``.
-
-    Every run of characters other than letters, digits, ``.``, ``-`` and ``_`` in the
-    node id becomes one ``_``.
+    """The snapshot and HTML report paths for test ``nodeid`` in ``report_dir`` (each
+    run of characters other than letters, digits, ``.``, ``-`` and ``_`` becomes ``_``).
 
     >>> [p.name for p in report_paths("out", "tests/test_a.py::test_b[x-1]")]
     ['tests_test_a.py_test_b_x-1.pickle', 'tests_test_a.py_test_b_x-1.html']
@@ -131,22 +108,13 @@ def report_paths(report_dir: str | Path, nodeid: str) -> tuple[Path, Path]:
     return report_dir / f"{stem}.pickle", report_dir / f"{stem}.html"
 
 
-def check_leaks(
-    snapshot: dict,
-    limit: Size,
-    *,
-    windows: str = DEFAULT_WINDOWS,
-    within: str | None = None,
-    report_dir: str | Path | None = None,
-    nodeid: str = "snapshot",
-) -> dict[str, Any]:
-    """The leak check of ``limit_cuda_leaks`` on a snapshot taken in process.
-
-    ``snapshot`` is the dict ``torch.cuda.memory._snapshot()`` returns; ``limit``,
-    ``windows`` and ``within`` are those of :func:`leakscope.testing.assert_no_leaks`,
-    which this calls. When it fails and ``report_dir`` is given, the snapshot is pickled
-    and an HTML report with the same windows written there (:func:`report_paths` of
-    ``nodeid``), and the ``AssertionError`` names both files. Returns the ``leakscope.leaks/8`` report.
+def check_leaks(snapshot: dict, limit: Size, *, windows: str = DEFAULT_WINDOWS,
+                within: str | None = None, report_dir: str | Path | None = None,
+                nodeid: str = "snapshot") -> dict[str, Any]:
+    """The leak check of ``limit_cuda_leaks``: :func:`leakscope.testing.assert_no_leaks`
+    on ``torch.cuda.memory._snapshot()``'s dict. When it fails and ``report_dir`` is
+    given, the snapshot and an HTML report are written there (:func:`report_paths` of
+    ``nodeid``) and the ``AssertionError`` names both.
 
     >>> with open("run.pickle", "rb") as f:  # doctest: +SKIP
     ...     check_leaks(pickle.load(f), "1 MiB", windows="auto", report_dir="out")
@@ -162,9 +130,8 @@ def check_leaks(
         pickle_path.parent.mkdir(parents=True, exist_ok=True)
         _native.write_output(str(pickle_path), pickle.dumps(snapshot), [])
         loaded.report(html_path, windows=windows, within=within)
-        raise AssertionError(
-            f"{error}\nleakscope: snapshot written to {pickle_path}, report to {html_path}"
-        ) from None
+        raise AssertionError(f"{error}\nleakscope: snapshot written to {pickle_path}, "
+                             f"report to {html_path}") from None
 
 
 def _cuda_missing() -> str | None:
@@ -179,12 +146,10 @@ def _cuda_missing() -> str | None:
 
 
 def _record(torch: Any, body: Callable[[], object], options: LeakOptions) -> dict:
-    """Run ``body`` ``options.repeat`` times with the memory history recorded.
-
-    Each run is inside ``record_function(ANNOTATION)`` and ends with a garbage collection,
-    so memory that only a reference cycle kept is freed in the run that made it. Returns
-    ``torch.cuda.memory._snapshot()``, taken before recording stops (which clears it).
-    """
+    """Runs ``body`` ``options.repeat`` times with the memory history recorded, each run
+    inside ``record_function(ANNOTATION)`` and ending with a garbage collection (memory
+    only a reference cycle kept is freed in its own run); returns the snapshot, taken
+    before recording stops (which clears it)."""
     memory = torch.cuda.memory
     memory._record_memory_history(max_entries=options.max_entries, stacks="python")
     try:
@@ -205,12 +170,9 @@ _inner_key = pytest.StashKey[bool]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--leakscope-report DIR``."""
     parser.getgroup("leakscope").addoption(
-        "--leakscope-report",
-        metavar="DIR",
-        default=None,
+        "--leakscope-report", metavar="DIR", default=None,
         help="write the snapshot (NODEID.pickle) and an HTML report (NODEID.html) of "
-        "each test that fails its limit_cuda_leaks check into DIR",
-    )
+        "each test that fails its limit_cuda_leaks check into DIR")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -221,10 +183,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Check the markers' arguments, then skip when torch or CUDA is missing.
-
-    Runs before the test's fixtures, so a skipped test builds none of them.
-    """
+    """Checks the markers' arguments, then skips when torch or CUDA is missing (before
+    the test's fixtures, so a skipped test builds none of them)."""
     parsers = {_MEMORY: (MemoryOptions, _memory_key), _LEAKS: (LeakOptions, _leaks_key)}
     found = {}
     for name, (parse, key) in parsers.items():
@@ -245,53 +205,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[key] = options
 
 
-def _annotation_note(snapshot: dict, options: LeakOptions) -> str:
-    """Why the default windows may have found too few runs, or ``""``."""
-    if options.windows != DEFAULT_WINDOWS:
-        return ""
-    starts = sum(
-        1
-        for a in snapshot.get("external_annotations") or ()
-        if a.get("name") == ANNOTATION and a.get("stage") == "START"
-    )
-    if starts < options.repeat:
-        return (
-            f"\nleakscope: the memory history holds {starts} of the {options.repeat} "
-            f"'{ANNOTATION}' annotations the runs were wrapped in (torch records "
-            "record_function annotations there from 2.5 on)"
-        )
-    if options.repeat < 2:
-        return "\nleakscope: repeat=1 makes one window; growth needs repeat=2 or more"
-    return ""
-
-
 def _leak_failure(item: pytest.Item, snapshot: dict, options: LeakOptions) -> str | None:
     """The failure message of the leak check of ``item``, or ``None`` when it passes."""
     report_dir = item.config.getoption("leakscope_report")
     if report_dir is not None:
         report_dir = item.config.invocation_params.dir / report_dir
     try:
-        check_leaks(
-            snapshot,
-            options.limit,
-            windows=options.windows,
-            within=options.within,
-            report_dir=report_dir,
-            nodeid=item.nodeid,
-        )
+        check_leaks(snapshot, options.limit, windows=options.windows, within=options.within,
+                    report_dir=report_dir, nodeid=item.nodeid)
     except AssertionError as error:
-        return str(error) + _annotation_note(snapshot, options)
+        return str(error)
     return None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Run a marked test body under its limits.
-
-    The body itself is run by the rest of the ``pytest_pyfunc_call`` implementations (the
-    default one, or an async plugin's), called again from here once per repeat. A test
-    over both limits fails naming both.
-    """
+    """Runs a marked test body under its limits (the body through the other
+    ``pytest_pyfunc_call`` implementations, the default or an async plugin's, once per
+    repeat); a test over both limits fails naming both."""
     memory = pyfuncitem.stash.get(_memory_key, None)
     leaks = pyfuncitem.stash.get(_leaks_key, None)
     if pyfuncitem.stash.get(_inner_key, False) or (memory is None and leaks is None):
@@ -318,12 +249,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if memory is not None:
         peak = torch.cuda.max_memory_allocated(device)
         if peak > memory.limit:
-            failures.append(
-                f"leakscope: peak CUDA memory allocated on device {device} was "
-                f"{format_size(peak, exact=True)}, over the limit of "
-                f"{format_size(memory.limit, exact=True)}; "
-                f"{format_size(before, exact=True)} was allocated when the test began"
-            )
+            failures.append(f"leakscope: peak CUDA memory allocated on device {device} was "
+                            f"{format_size(peak, exact=True)}, over the limit of "
+                            f"{format_size(memory.limit, exact=True)}; "
+                            f"{format_size(before, exact=True)} was allocated when the test "
+                            "began")
     if leaks is not None:
         failures.append(_leak_failure(pyfuncitem, snapshot, leaks))
     failures = [f for f in failures if f]

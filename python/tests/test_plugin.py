@@ -321,7 +321,7 @@ def test_marker_path_default_windows_need_the_annotation(pytester, scenario):
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*cannot be judged*", f"*holds 0 of the 3 '{ANNOTATION}' annotations*"]
+        ["*cannot be judged*", "*found nothing to cut the trace by (no annotation matches*"]
     )
 
 
@@ -346,7 +346,7 @@ def test_marker_path_default_windows_are_the_runs(pytester, scenario):
             f"*{top.function}*{format_size(top.rate, exact=True)} per window*",
         ]
     )
-    result.stdout.no_fnmatch_line("*annotations the runs were wrapped in*")
+    result.stdout.no_fnmatch_line("*found nothing to cut the trace by*")
 
 
 def test_both_markers_fail_together(pytester, scenario):

@@ -91,11 +91,44 @@ pub fn windows(snap: &Snapshot, replay: &Replay, spec: &WindowSpec, attr: &Attri
             device,
             events,
             format!(
-                "--windows {spec} found nothing to cut the trace by: the whole trace is one window"
+                "--windows {spec} found nothing to cut the trace by{}: the whole trace is one window",
+                unmatched(snap, device, spec)
             ),
             Vec::new(),
         ),
     }
+}
+
+/// Why an annotation spec found nothing, when the annotations say: the names the device's
+/// `record_function` ranges have instead, or that it has none (torch writes them into
+/// the snapshot from 2.5 on).
+fn unmatched(snap: &Snapshot, device: i64, spec: &WindowSpec) -> String {
+    if !matches!(spec, WindowSpec::Annotation(_)) {
+        return String::new();
+    }
+    let mut names: Vec<String> = crate::model::annotation_ranges(snap, device)
+        .iter()
+        .map(|r| crate::model::name_family(r.name))
+        .collect();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return " (the snapshot holds no record_function annotations for this device: torch \
+                records them from 2.5 on, for ranges inside torch.profiler.record_function)"
+            .into();
+    }
+    const SHOWN: usize = 5;
+    let more = names.len().saturating_sub(SHOWN);
+    names.truncate(SHOWN);
+    format!(
+        " (no annotation matches; the device's are {}{})",
+        names.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 fn build(

@@ -503,3 +503,57 @@ fn single_calls_are_not_cut_into_parts_scenario_and_corpus() {
         "real-more holds single forwards and a step"
     );
 }
+
+/// An annotation spec that matches nothing says why: the device's annotation names as
+/// CPython reads them (digits as `{n}`), or that the file has none (torch 2.5 on).
+#[test]
+fn an_annotation_spec_that_matches_nothing_names_what_is_there() {
+    if !have_python() {
+        return;
+    }
+    let opts = window_options("annotation:^leakscope_repeat$");
+    for name in ["loss_accum_no_detach", "plain_loop_control"] {
+        let path = fixture(&format!("scenarios/{name}.pickle"));
+        let doc = cpython_json(&path);
+        let mut families: Vec<String> = doc["external_annotations"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e["name"].as_str())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n: &str| {
+                let mut out = String::new();
+                for (i, c) in n.char_indices() {
+                    let prev_digit = n[..i].chars().last().is_some_and(|p| p.is_ascii_digit());
+                    match (c.is_ascii_digit(), prev_digit) {
+                        (true, false) => out.push_str("{n}"),
+                        (true, true) => {}
+                        _ => out.push(c),
+                    }
+                }
+                out
+            })
+            .collect();
+        families.sort();
+        families.dedup();
+        let report = session(&path).windows(&opts).unwrap();
+        let reason = &report.devices[0].reason;
+        assert!(!report.devices[0].verdicts, "{name}");
+        if families.is_empty() {
+            assert!(
+                reason.contains("holds no record_function annotations"),
+                "{name}: {reason}"
+            );
+        } else {
+            assert!(
+                families.len() <= 5,
+                "{name}: the test expects every name shown"
+            );
+            let shown = format!("the device's are {}", families.join(", "));
+            assert!(reason.contains(&shown), "{name}: {reason} lacks {shown}");
+        }
+    }
+}
