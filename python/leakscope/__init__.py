@@ -14,29 +14,11 @@ Example::
 """
 
 from ._errors import LeakscopeError, ReadError, SnapshotError, UsageError, WriteError
-from ._native import __version__, default_max_decompressed_bytes
+from ._native import CheckResult, Result, __version__, default_max_decompressed_bytes
 from ._export import export_parquet, export_perfetto, export_pprof
-from ._results import CheckResult, Result
 from ._snapshot import Snapshot, check, compare, from_snapshot, load, load_series, ranks
 
-__all__ = [
-    "CheckResult",
-    "LeakscopeError",
-    "ReadError",
-    "Result",
-    "Snapshot",
-    "SnapshotError",
-    "UsageError",
-    "WriteError",
-    "__version__",
-    "check",
-    "compare",
-    "default_max_decompressed_bytes",
-    "export_parquet",
-    "export_perfetto",
-    "export_pprof",
-    "from_snapshot",
-    "load",
-    "load_series",
-    "ranks",
-]
+__all__ = ["CheckResult", "LeakscopeError", "ReadError", "Result", "Snapshot", "SnapshotError",
+           "UsageError", "WriteError", "__version__", "check", "compare",
+           "default_max_decompressed_bytes", "export_parquet", "export_perfetto", "export_pprof",
+           "from_snapshot", "load", "load_series", "ranks"]

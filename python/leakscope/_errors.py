@@ -24,6 +24,7 @@ class SnapshotError(LeakscopeError, ValueError):
     entry, and what was expected."""
 
     kind = "corrupt"
+    kinds = ("not_a_snapshot", "truncated", "corrupt", "unsafe", "too_large")
 
 
 class UsageError(LeakscopeError, ValueError):
@@ -31,32 +32,26 @@ class UsageError(LeakscopeError, ValueError):
     window the file does not hold, an output that names an input."""
 
     kind = "usage"
+    kinds = ("usage",)
 
 
 class ReadError(LeakscopeError, OSError):
     """An input that cannot be opened or read (missing, a directory, permissions)."""
 
     kind = "io"
+    kinds = ("io",)
 
 
 class WriteError(LeakscopeError, OSError):
     """An output that cannot be written."""
 
     kind = "write"
+    kinds = ("write",)
 
 
-_BY_KIND = {
-    "io": ReadError,
-    "not_a_snapshot": SnapshotError,
-    "truncated": SnapshotError,
-    "corrupt": SnapshotError,
-    "unsafe": SnapshotError,
-    "too_large": SnapshotError,
-    "usage": UsageError,
-    "write": WriteError,
-}
-
-for _c in (LeakscopeError, SnapshotError, UsageError, ReadError, WriteError):
+_CLASSES = (LeakscopeError, SnapshotError, UsageError, ReadError, WriteError)
+_BY_KIND = {k: c for c in _CLASSES for k in getattr(c, "kinds", ())}
+for _c in _CLASSES:
     _c.__module__ = "leakscope"
 
 

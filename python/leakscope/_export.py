@@ -4,19 +4,13 @@ what was written as a dict (the JSON ``leakscope export ... --json`` prints)."""
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, List, Sequence, Union
+from typing import Any, Sequence, Union
 
 from . import _native
 from ._command import command
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    return [os.fspath(p) for p in items]
 
 
 @command("export", "parquet")
@@ -27,7 +21,7 @@ def export_parquet(paths: Union[PathLike, Sequence[PathLike]], out_dir: PathLike
 
     Example: ``leakscope.export_parquet("memory_snapshots/", "tables")``
     """
-    return json.loads(_native.export_parquet(_paths(paths), os.fspath(out_dir), options))
+    return _native.export_parquet(paths, out_dir, options)
 
 
 @command("export", "perfetto")
@@ -40,7 +34,7 @@ def export_perfetto(paths: Union[PathLike, Sequence[PathLike]], out: PathLike,
 
     Example: ``leakscope.export_perfetto("memory_snapshots/step3", "step3.perfetto-trace")``
     """
-    return json.loads(_native.export_perfetto(_paths(paths), os.fspath(out), options))
+    return _native.export_perfetto(paths, out, options)
 
 
 @command("export", "pprof")
@@ -52,4 +46,4 @@ def export_pprof(path: PathLike, out: PathLike, **options: Any) -> dict:
 
     Example: ``leakscope.export_pprof("run.pickle", "leak.pb.gz", growth=True)``
     """
-    return json.loads(_native.export_pprof(os.fspath(path), os.fspath(out), options))
+    return _native.export_pprof(path, out, options)

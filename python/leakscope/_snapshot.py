@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from . import _native
 from ._command import command
-from ._results import CheckResult, Result
+from ._native import CheckResult, Result
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 class Snapshot:
-    """A loaded memory snapshot (every device it holds); its methods are the command
-    line's commands, each returning a result with ``to_dict()`` (the ``--json`` output),
-    ``to_pandas()`` and a notebook table.
+    """A loaded memory snapshot (every device it holds); each method is a command of the
+    command line and returns its result (``str()``, ``to_dict()``, ``to_pandas()``).
 
     Example::
 
@@ -41,9 +39,6 @@ class Snapshot:
         """What the loader kept without interpreting, or found inconsistent."""
         return self._native.warnings()
 
-    def _run(self, command: str, options: Dict[str, Any]) -> Result:
-        return Result._from_json(command, self._native.run(command, options))
-
     def summary(self) -> Result:
         """Format, devices, segments, blocks, bytes and trace events
         (``leakscope summary --json``).
@@ -51,7 +46,7 @@ class Snapshot:
         Example: ``snap.summary().to_dict()["totals"]["reserved_bytes"]``
         """
         if self._summary is None:
-            self._summary = self._run("summary", {})
+            self._summary = self._native.run("summary", {})
         return self._summary
 
     # Each command's help starts with its description on the command line (``@command``).
@@ -59,22 +54,22 @@ class Snapshot:
     @command("leaks")
     def leaks(self, **options: Any) -> Result:
         """Example: ``snap.leaks(windows="annotation:micro_batch").to_pandas()``"""
-        return self._run("leaks", options)
+        return self._native.run("leaks", options)
 
     @command("windows")
     def windows(self, **options: Any) -> Result:
         """Example: ``snap.windows().to_dict()["devices"][0]["reason"]``"""
-        return self._run("windows", options)
+        return self._native.run("windows", options)
 
     @command("phases")
     def phases(self, **options: Any) -> Result:
         """Example: ``snap.phases().to_pandas().sort_values("peak_bytes").tail()``"""
-        return self._run("phases", options)
+        return self._native.run("phases", options)
 
     @command("top")
     def top(self, **options: Any) -> Result:
         """Example: ``snap.top(at="peak", limit=5).to_pandas()``"""
-        return self._run("top", options)
+        return self._native.run("top", options)
 
     @command("tree")
     def tree(self, **options: Any) -> Result:
@@ -82,22 +77,22 @@ class Snapshot:
 
         Example: ``snap.tree(at="peak").to_dict()["devices"][0]["root"]["bytes"]``
         """
-        return self._run("tree", options)
+        return self._native.run("tree", options)
 
     @command("segments")
     def segments(self, **options: Any) -> Result:
         """Example: ``snap.segments(at="oom").to_pandas()``"""
-        return self._run("segments", options)
+        return self._native.run("segments", options)
 
     @command("timeline")
     def timeline(self, **options: Any) -> Result:
         """Example: ``snap.timeline(max_allocations=500).to_pandas()``"""
-        return self._run("timeline", options)
+        return self._native.run("timeline", options)
 
     @command("oom")
     def oom(self, **options: Any) -> Result:
         """Example: ``snap.oom().to_dict()["devices"][0]["advice"]``"""
-        return self._run("oom", options)
+        return self._native.run("oom", options)
 
     @command("flamegraph")
     def flamegraph(self, path: Optional[PathLike] = None, **options: Any) -> str:
@@ -106,10 +101,7 @@ class Snapshot:
 
         Example: ``snap.flamegraph("peak.svg", at="peak")``
         """
-        text = self._native.flamegraph(options)
-        if path is not None:
-            _native.write_output(os.fspath(path), text.encode("utf-8"), [], self._native)
-        return text
+        return self._native.flamegraph(options, path)
 
     @command("report")
     def report(self, path: Optional[PathLike] = None, **options: Any) -> Result:
@@ -117,11 +109,7 @@ class Snapshot:
 
         Example: ``snap.report("report.html")``
         """
-        out = None if path is None else os.fspath(path)
-        data, text, page = self._native.report_page(options, out)
-        if out is not None and page is not None:
-            _native.write_output(out, page.encode("utf-8"), [], self._native)
-        return Result._from_json("report", (data, text))
+        return self._native.report_page(options, path)
 
     def __repr__(self) -> str:
         return f"<leakscope.Snapshot {self._native.describe()}>"
@@ -132,9 +120,8 @@ class Snapshot:
 
 def load(path_or_bytes: Union[PathLike, bytes, bytearray, memoryview], *,
          max_decompressed_bytes: Optional[int] = None, name: Optional[str] = None) -> Snapshot:
-    """Loads a snapshot: a path (pickle, JSON or leakscope cache; plain, ``.gz`` or
-    ``.zst``) or the file's bytes. Raises ``SnapshotError`` naming the file, the byte
-    offset or trace entry, and what was expected.
+    """Loads a snapshot from a path (pickle, JSON or leakscope cache; plain, ``.gz`` or
+    ``.zst``) or the file's bytes; ``SnapshotError`` says what is wrong and where.
 
     Example::
 
@@ -148,13 +135,10 @@ def load(path_or_bytes: Union[PathLike, bytes, bytearray, memoryview], *,
 
 def load_series(paths: Union[PathLike, Sequence[PathLike]], *, rank: Optional[int] = None,
                 max_decompressed_bytes: Optional[int] = None) -> Snapshot:
-    """Loads a series of snapshots, one per step (cheap state-only ones will do): a list of
-    files, read in the order of the numbers in their names, or a run directory (its files
-    of ``rank``, or of its only rank, in step order). The changes between consecutive
-    files are the windows, so ``leaks()`` gives growth per snapshot with its onset file
-    (``leakscope leaks FILE FILE...``). Raises ``SnapshotError`` naming a file that
-    cannot be read, ``ValueError`` for fewer than two files or a directory of several
-    ranks without ``rank``.
+    """Loads a series of snapshots, one per step (state-only ones will do), as
+    ``leakscope leaks FILE FILE...`` reads them: a list of files (in the order of the
+    numbers in their names) or a run directory (the files of ``rank``, or of its only
+    rank). The changes between consecutive files are the windows.
 
     Example::
 
@@ -171,8 +155,8 @@ def load_series(paths: Union[PathLike, Sequence[PathLike]], *, rank: Optional[in
 
 
 def from_snapshot(obj: Any, name: str = "<object>") -> Snapshot:
-    """A snapshot from what ``torch.cuda.memory._snapshot()`` returns (a dict, or the list
-    of segments of ``torch.cuda.memory_snapshot()``), read in place: no pickle, no file.
+    """A snapshot from what ``torch.cuda.memory._snapshot()`` (or ``memory_snapshot()``)
+    returns, read in place: no pickle, no file.
 
     Example::
 
@@ -184,9 +168,8 @@ def from_snapshot(obj: Any, name: str = "<object>") -> Snapshot:
 
 
 def _snapshot(source: Any) -> Snapshot:
-    """A loaded snapshot from what the functions over snapshots accept: a
-    :class:`Snapshot`, a path, the file's bytes, or what ``torch.cuda.memory._snapshot()``
-    returns."""
+    """A :class:`Snapshot` from one, a path, the file's bytes or
+    ``torch.cuda.memory._snapshot()``'s dict."""
     if isinstance(source, Snapshot):
         return source
     if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview)):
@@ -200,16 +183,15 @@ def _snapshot(source: Any) -> Snapshot:
 @command("compare")
 def compare(a: Union[Snapshot, PathLike], b: Union[Snapshot, PathLike],
             **options: Any) -> Result:
-    """``a`` and ``b``: snapshots or files; two run directories with ``at`` are compared
-    step by step, rank by rank (``to_pandas()``: a row per step, rank and device).
+    """``a`` and ``b``: snapshots or files, or two run directories (with ``at``: step by
+    step, rank by rank).
 
     Example: ``leakscope.compare("before.pickle", "after.pickle", at="peak").to_pandas()``
     """
     def side(x: Any) -> Any:
         return os.fspath(x) if isinstance(x, (str, os.PathLike)) else _snapshot(x)._native
 
-    name, data, text = _native.compare(side(a), side(b), options)
-    return Result._from_json(name, (data, text))
+    return _native.compare(side(a), side(b), options)
 
 
 @command("ranks")
@@ -218,17 +200,15 @@ def ranks(directory: PathLike, **options: Any) -> Result:
 
     Example: ``leakscope.ranks("memory_snapshots/").to_pandas().query("outlier")``
     """
-    return Result._from_json("ranks", _native.ranks(os.fspath(directory), options))
+    return _native.ranks(os.fspath(directory), options)
 
 
 def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
           budget: Union[PathLike, str, dict], baseline: Optional[Union[PathLike, dict]] = None,
           windows: Optional[str] = None, roles: Optional[PathLike] = None) -> CheckResult:
-    """The CI memory gate (``leakscope check --json``, schema ``leakscope.check/5``):
-    ``budget`` is a TOML file (or its text, or its tables as a dict); ``baseline`` an earlier ``check`` or
-    ``leaks`` JSON file (or its dict); ``roles`` a TOML file with a ``[roles]`` table (as
-    ``--roles``; the budget's own ``[roles]`` otherwise). The result's ``passed`` says
-    whether every limit held.
+    """The CI memory gate (``leakscope check --json``): ``budget`` a TOML file, its text
+    or its tables as a dict; ``baseline`` an earlier ``check`` or ``leaks`` JSON file or
+    its dict; ``roles`` as ``--roles``. ``passed`` says whether every limit held.
 
     Example::
 
@@ -236,20 +216,5 @@ def check(paths: Union[PathLike, Snapshot, Sequence[Union[PathLike, Snapshot]]],
         assert r.passed, r.failures()
     """
     items: Iterable = [paths] if isinstance(paths, (str, os.PathLike, Snapshot)) else paths
-    sessions = [_snapshot(p)._native for p in items]
-    budget_data = budget if isinstance(budget, dict) else _text(budget)
-    baseline_text = None
-    if isinstance(baseline, dict):
-        baseline_text = json.dumps(baseline)
-    elif baseline is not None:
-        baseline_text = _native.read_small_text(os.fspath(baseline))
-    roles_path = None if roles is None else os.fspath(roles)
-    data, text, junit = _native.check(sessions, budget_data, baseline_text, windows, roles_path)
-    return CheckResult(json.loads(data), junit, text)
-
-
-def _text(v: Union[PathLike, str]) -> str:
-    """A file's text, or the text itself when it does not name a file (a TOML string)."""
-    if isinstance(v, str) and ("\n" in v or "=" in v):
-        return v
-    return _native.read_small_text(os.fspath(v))
+    return _native.check([_snapshot(p)._native for p in items], budget, baseline, windows,
+                         roles)

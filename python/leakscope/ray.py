@@ -1,12 +1,9 @@
-"""``leakscope ranks`` over a Ray cluster, where each node keeps its own snapshots.
-
-verl and similar trainers write one snapshot per rank and step on the node that ran the
-rank (``save_path/step{N}/torch_memory_rank{R}_pid{P}.pickle``), often on a disk only
-that node sees. :func:`ranks` lists the directory on every alive node, analyses each file
-in a task pinned to a node that holds it, and merges the rows on the driver: what crosses
-the network is file lists and each file's rows and top suspects (kilobytes), never a
-snapshot. The merged report is the one ``leakscope ranks DIR --json`` prints for the same
-files on one machine. :func:`export` writes each node's files as Parquet tables.
+"""``leakscope ranks`` and ``leakscope export`` over a Ray cluster whose nodes keep
+their own snapshots (verl's ``save_path/step{N}/torch_memory_rank{R}_pid{P}.pickle`` on a
+node-local disk). Each file is analysed in a task pinned to a node that holds it; only
+file lists and each file's rows (kilobytes) cross the network, and the merged report is
+the one ``leakscope ranks DIR --json`` prints for the same files on one machine. How it
+works, what it costs and how to run it beside training: docs/scale-out.md.
 
 Needs Ray (``pip install 'leakscope[ray]'``) and leakscope installed on every node.
 
@@ -28,21 +25,19 @@ import warnings
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Union
 
 from . import _native
-from ._results import Result
+from ._native import Result
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-_INSTALL = "leakscope.ray needs Ray: pip install 'leakscope[ray]'"
-
 # A found entry naming no file: analysed on the driver only to check the options.
-_NO_FILE = json.dumps({"file": "", "rank": None, "step": "", "step_order": 0})
+_NO_FILE = {"file": "", "rank": None, "step": "", "step_order": 0}
 
 
 def _ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise ImportError(_INSTALL) from e
+        raise ImportError("leakscope.ray needs Ray: pip install 'leakscope[ray]'") from e
     return ray
 
 
@@ -69,22 +64,21 @@ class FileRun(NamedTuple):
 
 class ClusterRanks(Result):
     """The run's report (``to_dict()`` is ``leakscope ranks DIR --json``) and how the
-    cluster produced it.
-
-    Attributes: ``files`` (a :class:`FileRun` per file: node, seconds, bytes returned to
-    the driver, error), ``suspects`` (file -> ``[[device, [suspect, ...]], ...]``, each
-    device's largest suspects as the ``leaks`` report writes them), ``nodes`` (the node ids
-    used), ``shared_fs`` (whether every node saw the same files), ``wall_s``.
+    cluster made it: ``files`` (a :class:`FileRun` per file), ``suspects`` (file -> each
+    device's largest suspects, as ``leaks`` writes them), ``nodes``, ``shared_fs`` (every
+    node saw the same files) and ``wall_s``.
     """
 
-    def __init__(self, data: dict, text: str, files: List[FileRun], suspects: Dict[str, list],
-                 nodes: List[str], shared_fs: bool, wall_s: float) -> None:
-        super().__init__("ranks", data, text)
-        self.files = files
-        self.suspects = suspects
-        self.nodes = nodes
-        self.shared_fs = shared_fs
-        self.wall_s = wall_s
+    def __new__(cls, data: str, text: str, files: List[FileRun], suspects: Dict[str, list],
+                nodes: List[str], shared_fs: bool, wall_s: float) -> "ClusterRanks":
+        self = super().__new__(cls, "ranks", data, text)
+        self.files, self.suspects, self.nodes = files, suspects, nodes
+        self.shared_fs, self.wall_s = shared_fs, wall_s
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (ClusterRanks, (self.to_json(None), str(self), self.files, self.suspects,
+                               self.nodes, self.shared_fs, self.wall_s))
 
     def __repr__(self) -> str:
         errors = sum(1 for f in self.files if f.error and f.error.startswith("ray: "))
@@ -99,21 +93,20 @@ class ClusterRanks(Result):
 def _list_node(root_abs: str, prefix: str) -> Optional[dict]:
     """The snapshots below ``root_abs`` as this node sees them, named without ``prefix``
     (``None``: no such directory here)."""
-    listing = _native.list_here(root_abs, prefix)
-    return None if listing is None else json.loads(listing)
+    return _native.list_here(root_abs, prefix)
 
 
 def _analyse_one(found: dict, prefix: str, opts: Dict[str, Any], threads: bool) -> tuple:
     """One file's rows and top suspects, the file named as found, and the seconds it
     took."""
     t = time.perf_counter()
-    text = _native.analyse_found(json.dumps(found), prefix, opts, threads)
+    text = _native.analyse_found(found, prefix, opts, threads)
     return text, time.perf_counter() - t
 
 
 def _export_node(paths: List[str], prefix: str, out_dir: str) -> tuple:
     """Exports ``paths`` (the run's directory, or this node's files) as Parquet into
-    ``out_dir``; returns the export's JSON summary and the seconds it took."""
+    ``out_dir``; returns what the export wrote and the seconds it took."""
     t = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
     summary = _native.export_parquet([os.path.join(prefix, p) for p in paths], out_dir)
@@ -123,14 +116,14 @@ def _export_node(paths: List[str], prefix: str, out_dir: str) -> tuple:
 # --- the driver ----------------------------------------------------------------------
 
 
-class _Job:
+class _Job(NamedTuple):
     """A unit of work pinned to a node that holds its input: a file of the run (``args``
     its found entry), or a node's share of an export."""
 
-    __slots__ = ("name", "holders", "size", "args", "tries")
-
-    def __init__(self, name: str, holders: List[str], size: int, args: Any) -> None:
-        self.name, self.holders, self.size, self.args, self.tries = name, holders, size, args, 0
+    name: str
+    holders: List[str]
+    size: int
+    args: Any
 
 
 def _alive_nodes(ray: Any) -> Dict[str, float]:
@@ -191,10 +184,9 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
     distinct file, with the nodes that hold it."""
     root_abs, prefix = _roots(root)
     if shared_fs:
-        listing = _native.list_here(root_abs, prefix)
-        if listing is None:
+        found = _native.list_here(root_abs, prefix)
+        if found is None:
             raise ValueError(f"{root} is not a directory")
-        found = json.loads(listing)
         return ([_Job(f["file"], list(nodes), f["size"] or 0, f)
                  for f in found["files"]], found["skipped"], True)
 
@@ -213,8 +205,7 @@ def _listings(ray: Any, nodes: Dict[str, float], root: str,
         raise ValueError(f"{root} is not a directory" + (
             "" if len(seen) < 2 else " on any node"))
 
-    merged = json.loads(_native.merge_listings(json.dumps(list(listed.items())), len(seen),
-                                                shared_fs is None))
+    merged = _native.merge_listings(list(listed.items()), len(seen), shared_fs is None)
     files = [_Job(f["file"], f["holders"], f["size"], f) for f in merged["files"]]
     return files, merged["skipped"], merged["shared"]
 
@@ -234,53 +225,28 @@ def _reporter(progress: Union[None, bool, Callable[[Progress], Any]]) -> Optiona
     return show
 
 
-def _limits(nodes: Dict[str, float], max_per_node: Optional[int]) -> Dict[str, int]:
-    if max_per_node is not None and max_per_node < 1:
-        raise ValueError(f"max_per_node must be at least 1, not {max_per_node}")
-    return {n: max_per_node or max(1, int(cpus)) for n, cpus in nodes.items()}
-
-
-def _run_jobs(ray: Any, nodes: Dict[str, float], jobs: List[_Job], limits: Dict[str, int],
-              submit: Callable[[_Job, str], Any], report: Optional[Callable]) -> Dict[_Job, tuple]:
-    """Runs every job on a node that holds it, at most ``limits[node]`` at once per node,
-    largest first (the last to finish is small); ``submit(job, node)`` starts one and its
-    task returns ``(value, seconds)``. A job whose node left runs again on another holder
-    (three tries); one that failed otherwise, or that no alive node holds, keeps its error
-    (``ray: <exception type>: <message>``). Returns job -> ``(value, node, seconds, error)``.
-    """
-    pending = sorted(jobs, key=lambda j: -j.size)
-    alive = set(nodes)
-    busy = {n: 0 for n in nodes}
+def _run_jobs(ray: Any, jobs: List[_Job], limits: Dict[str, int],
+              submit: Callable[[_Job, str], Any], report: Optional[Callable]) -> List[tuple]:
+    """Runs the jobs where and when ``_native.Dispatch`` says (its rules: nodes that hold
+    the input, ``limits[node]`` at once, largest first, reruns after a node left);
+    ``submit(job, node)`` starts one, and its task returns ``(value, seconds)``. Returns
+    per job ``(value, node, seconds, error)``, the error ``ray: <exception type>:
+    <message>``."""
+    plan = _native.Dispatch([(j.holders, j.size) for j in jobs], list(limits.items()))
+    out: List[Optional[tuple]] = [None] * len(jobs)
     inflight: Dict[Any, tuple] = {}
-    out: Dict[_Job, tuple] = {}
-    node_errors: Dict[str, str] = {}
 
-    def finish(j: _Job, node: Optional[str], value: Any, seconds: float,
-               error: Optional[str]) -> None:
-        out[j] = (value, node, seconds, error)
+    def finish(i: int, node: str, value: Any, seconds: float, error: Optional[str]) -> None:
+        out[i] = (value, node, seconds, error)
         if report is not None:
-            report(Progress(len(out), len(jobs), j.name, node or "", seconds, error))
+            done = sum(o is not None for o in out)
+            report(Progress(done, len(jobs), jobs[i].name, node, seconds, error))
 
-    def failed(j: _Job, node: str, error: str) -> None:
-        if node not in alive and alive.intersection(j.holders) and j.tries < 3:
-            pending.append(j)  # its node left, another one sees the input: run it there
-        else:
-            finish(j, node, None, 0.0, error)
-
-    while pending or inflight:
-        for node in nodes:
-            while node in alive and busy[node] < limits[node]:
-                j = next((j for j in pending if node in j.holders), None)
-                if j is None:
-                    break
-                pending.remove(j)
-                j.tries += 1
-                inflight[submit(j, node)] = (j, node)
-                busy[node] += 1
-        for j in [j for j in pending if not alive.intersection(j.holders)]:
-            pending.remove(j)
-            node = j.holders[0]
-            finish(j, node, None, 0.0, node_errors.get(node, _left(node)))
+    while not plan.done():
+        for i, node in plan.start():
+            inflight[submit(jobs[i], node)] = (i, node)
+        for i, node, error in plan.take_ended():
+            finish(i, node, None, 0.0, error)
         if not inflight:
             continue
         ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_POLL_S)
@@ -288,56 +254,42 @@ def _run_jobs(ray: Any, nodes: Dict[str, float], jobs: List[_Job], limits: Dict[
             # Nothing finished for a while: tasks of a node that left without their
             # failing are given up here.
             now = _alive_nodes(ray)
-            for ref, (j, node) in list(inflight.items()):
+            for ref, (i, node) in list(inflight.items()):
                 if node not in now:
                     ray.cancel(ref, force=True)
                     del inflight[ref]
-                    busy[node] -= 1
-                    alive.discard(node)
-                    failed(j, node, node_errors.setdefault(node, _left(node)))
-            continue
+                    plan.lost(i, _left(node))
         for ref in ready:
-            j, node = inflight.pop(ref)
-            busy[node] -= 1
+            i, node = inflight.pop(ref)
             try:
                 value, seconds = ray.get(ref)
             except Exception as e:  # the task died, or its node did
-                error = _error_text(e)
-                if node in alive and _node_gone(ray, node, e):
-                    alive.discard(node)
-                    node_errors[node] = error
-                failed(j, node, error)
+                plan.failed(i, _error_text(e), plan.alive(node) and _node_gone(ray, node, e))
                 continue
-            finish(j, node, value, seconds, None)
-    return out
+            plan.succeeded(i)
+            finish(i, node, value, seconds, None)
+    for i, node, error in plan.take_ended():
+        finish(i, node, None, 0.0, error)
+    return out  # type: ignore[return-value]
 
 
 def ranks(root: PathLike, *, windows: Optional[str] = "auto",
           shared_fs: Optional[bool] = None, max_per_node: Optional[int] = None,
           progress: Union[None, bool, Callable[[Progress], Any]] = None,
           num_cpus: float = 1) -> ClusterRanks:
-    """``leakscope ranks ROOT`` over the Ray cluster this process is connected to (it
-    calls ``ray.init()`` when not yet connected). ``to_dict()`` of the result is what the
-    command line prints with ``--json`` for the same files on one machine.
+    """``leakscope ranks ROOT`` over the Ray cluster this process is connected to (or
+    starts); ``to_dict()`` is what ``leakscope ranks ROOT --json`` prints for the same
+    files on one machine. Arguments, and what becomes of a lost node's files:
+    docs/scale-out.md.
 
     - ``root``: the run's directory, the same path on every node (a relative one is taken
-      from this process's working directory, and the rows name files as the command line
-      run from here would).
-    - ``shared_fs``: ``None`` lists ``root`` on every alive node and analyses each distinct
-      file (path, size, modification time) once, on a node that holds it; when every node
-      lists the same files, the work spreads over all of them. ``True``: list once here
-      and spread the work; ``False``: every node analyses everything it lists.
-    - ``max_per_node``: files analysed at once on a node (default: its CPUs). Each
-      analysis holds about half the file's size in memory.
-    - ``progress``: a callable given a :class:`Progress` per finished file, ``True`` to
-      print a line per file on stderr, ``False`` for silence; default: print when stderr
-      is a terminal.
-    - ``num_cpus``: the CPUs each task reserves (``0`` runs beside actors that hold every
-      CPU, bounded by ``max_per_node`` only).
-
-    A file whose task failed (the worker died, the node was lost) keeps its row, with
-    ``error`` set to ``ray: <exception type>: <message>``; a file in flight on a lost node
-    runs again on another node that sees it, when there is one.
+      from this process's working directory);
+    - ``shared_fs``: ``None`` analyses each distinct file once on a node that lists it,
+      ``True`` lists once here, ``False`` has every node analyse all it lists;
+    - ``max_per_node``: files analysed at once on a node (default: its CPUs);
+    - ``progress``: a callable given a :class:`Progress` per file, or ``True``/``False``
+      for a line per file on stderr (default: when stderr is a terminal);
+    - ``num_cpus``: the CPUs each task reserves (``0`` runs beside training's actors).
 
     Example::
 
@@ -351,45 +303,39 @@ def ranks(root: PathLike, *, windows: Optional[str] = "auto",
     root = os.fspath(root)
     opts = {} if windows is None else {"windows": windows}
     _native.analyse_found(_NO_FILE, "", opts)  # a bad option raises here, not in every task
+    if max_per_node is not None and max_per_node < 1:
+        raise ValueError(f"max_per_node must be at least 1, not {max_per_node}")
 
     nodes = _alive_nodes(ray)
     files, skipped, shared = _listings(ray, nodes, root, shared_fs)
     _, prefix = _roots(root)
-    limits = _limits(nodes, max_per_node)
+    limits = {n: max_per_node or max(1, int(cpus)) for n, cpus in nodes.items()}
     analyse = ray.remote(_analyse_one)
 
     def submit(f: _Job, node: str) -> Any:
         pin = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
         return analyse.options(**pin).remote(f.args, prefix, opts, limits[node] < nodes[node])
 
-    out = _run_jobs(ray, nodes, files, limits, submit, _reporter(progress))
-    done = {f: json.loads(out[f][0]) if out[f][3] is None else None for f in files}
-    analysed = [{"found": f.args, "rows": done[f] and done[f]["rows"], "error": out[f][3]}
-                for f in files]
-    merged, text = _native.merge_found(root, json.dumps(analysed), skipped)
-    runs = [FileRun(f.name, out[f][1], out[f][2],
-                    0 if out[f][0] is None else len(out[f][0].encode()), out[f][3])
-            for f in files]
-    suspects = {f.name: done[f]["suspects"] for f in files if done[f] and done[f]["suspects"]}
-    return ClusterRanks(json.loads(merged), text, runs, suspects, list(nodes), shared,
+    out = _run_jobs(ray, files, limits, submit, _reporter(progress))
+    done = [None if error else json.loads(value) for value, _, _, error in out]
+    analysed = [{"found": f.args, "rows": d and d["rows"], "error": o[3]}
+                for f, d, o in zip(files, done, out)]
+    merged, text = _native.merge_found(root, analysed, skipped)
+    runs = [FileRun(f.name, node, seconds, len(value.encode()) if value else 0, error)
+            for f, (value, node, seconds, error) in zip(files, out)]
+    suspects = {f.name: d["suspects"] for f, d in zip(files, done) if d and d["suspects"]}
+    return ClusterRanks(merged, text, runs, suspects, list(nodes), shared,
                         time.perf_counter() - started)
 
 
 def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = None,
            progress: Union[None, bool, Callable[[Progress], Any]] = None,
            num_cpus: float = 1) -> List[str]:
-    """Writes the run's Parquet tables (``files``, ``ranks``, ``suspects``, ``top_sites``,
-    ``events``, ``stacks``; docs/schemas.md) on the nodes that hold its files, each file
-    once: one task per node exports into ``out_dir/<node_id>/`` (``out_dir`` as that node
-    sees it: a shared folder, or a local one to collect afterwards).
-
-    Files are listed as :func:`ranks` lists them (``shared_fs`` likewise). A node exports
-    ``root`` itself when it is to export everything it sees there (node-local disks), so
-    the tables carry the rank and step of each file and skip what is not a snapshot; with
-    a shared file system one node exports the whole directory (the export uses every core
-    of that node). Only when nodes share some files and not others does a node export its
-    files by name (``rank`` and ``step`` null then). The ``outlier`` column of each node's
-    ``ranks`` table compares that node's files; :func:`ranks` compares the whole run.
+    """Writes the run's Parquet tables (docs/schemas.md) on the nodes that hold its
+    files, each file once: a task per node writes ``out_dir/<node_id>/`` as that node sees
+    it. A node that exports all it holds exports ``root`` itself, so its tables carry
+    ranks and steps; which node takes which file: docs/scale-out.md. Files are listed as
+    :func:`ranks` lists them (``shared_fs``, ``progress`` and ``num_cpus`` likewise).
 
     Returns the folders written; raises ``RuntimeError`` naming each node whose export
     failed, after the others finished.
@@ -400,9 +346,6 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
         duckdb.sql("select * from '/shared/leakscope/*/ranks.parquet' where outlier")
     """
     ray = _ray()
-    if not hasattr(_native, "export_parquet"):
-        raise NotImplementedError("this build of leakscope has no Parquet export "
-                                  "(_native.export_parquet)")
     if not ray.is_initialized():
         ray.init()
     root, out_dir = os.fspath(root), os.fspath(out_dir)
@@ -410,34 +353,20 @@ def export(root: PathLike, out_dir: PathLike, *, shared_fs: Optional[bool] = Non
     files, _skipped, shared = _listings(ray, nodes, root, shared_fs)
     _, prefix = _roots(root)
     out_abs = os.path.abspath(out_dir)
-
-    share: Dict[str, List[_Job]] = {n: [] for n in nodes}
-    if shared:
-        here = ray.get_runtime_context().get_node_id()
-        share[here if here in nodes else next(iter(nodes))] = list(files)
-    else:
-        # Each file to the holder with the fewest bytes so far, largest files first.
-        load = {n: 0 for n in nodes}
-        for f in sorted(files, key=lambda f: -f.size):
-            node = min((h for h in f.holders if h in load), key=lambda h: load[h])
-            load[node] += f.size
-            share[node].append(f)
-
-    jobs = []
-    for node, mine in share.items():
-        if mine:
-            whole = len(mine) == sum(1 for f in files if node in f.holders)
-            jobs.append(_Job(os.path.join(out_dir, node), [node], sum(f.size for f in mine),
-                             [root] if whole else [f.name for f in mine]))
+    here = ray.get_runtime_context().get_node_id()
+    jobs = [_Job(os.path.join(out_dir, node), [node], size,
+                 [root] if whole else [files[i].name for i in mine])
+            for node, mine, whole, size in _native.export_shares(
+                [(f.holders, f.size) for f in files], list(nodes), here, shared)]
     task = ray.remote(_export_node)
 
     def submit(job: _Job, node: str) -> Any:
         pin = _pinned(ray, node, max_retries=0, num_cpus=min(num_cpus, nodes[node]))
         return task.options(**pin).remote(job.args, prefix, os.path.join(out_abs, node))
 
-    out = _run_jobs(ray, nodes, jobs, {n: 1 for n in nodes}, submit, _reporter(progress))
-    written = sorted(j.name for j in jobs if out[j][3] is None)
-    failed = [f"node {j.holders[0]}: {out[j][3]}" for j in jobs if out[j][3] is not None]
+    out = _run_jobs(ray, jobs, {n: 1 for n in nodes}, submit, _reporter(progress))
+    written = sorted(j.name for j, o in zip(jobs, out) if o[3] is None)
+    failed = [f"node {j.holders[0]}: {o[3]}" for j, o in zip(jobs, out) if o[3] is not None]
     if failed:
         err = RuntimeError("leakscope.ray.export: " + "; ".join(failed)
                            + f" (written: {', '.join(written) or 'none'})")

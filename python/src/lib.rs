@@ -1,7 +1,9 @@
 //! leakscope's Python binding: a thin layer over the session layer. Every report leaves
-//! as the JSON the command line prints (`--json`), which the Python package turns into
-//! result objects; options arrive as the strings the command line takes and are parsed by
+//! as a result object (`result.rs`) holding the JSON the command line prints (`--json`)
+//! and its text; options arrive as the strings the command line takes and are parsed by
 //! the same `FromStr` implementations. Loading and analysing run without the GIL.
+
+mod result;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,11 +15,13 @@ use leakscope::budget::gate::{MEMORY_MEASURES, memory_measure};
 use leakscope::budget::{Baseline, Budget};
 use leakscope::export;
 use leakscope::render::{self, Style, Text};
+use leakscope::session::cluster::dispatch;
 use leakscope::session::{self, CheckReport, Options, ReportOptions, Session, SessionError};
 use leakscope::{ErrorKind, LoadError, LoadOptions};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use result::{Checked, Report};
 
 /// The Python exception for a library error of `kind`: `leakscope._errors.error` picks
 /// the class (one per kind, under `LeakscopeError`), so the mapping is said once.
@@ -196,16 +200,16 @@ impl NativeSession {
         }
     }
 
-    /// Runs `f` on the session without the GIL and returns its report as Python
-    /// receives every report (see [`both`]).
+    /// Runs `f` on the session without the GIL: `command`'s result.
     fn report<T: serde::Serialize + Text + Send>(
         &self,
         py: Python<'_>,
+        command: &str,
         f: impl FnOnce(&Session) -> Result<T, SessionError> + Send,
-    ) -> PyResult<(String, String)> {
+    ) -> PyResult<Report> {
         let s = &self.inner;
         let r = py.detach(|| f(s)).map_err(session_error)?;
-        both(&r)
+        Report::of(command, &r)
     }
 }
 
@@ -243,46 +247,41 @@ impl NativeSession {
     /// Runs `command` (`summary`, `leaks`, `windows`, `phases`, `top`, `tree`,
     /// `segments`, `timeline` or `oom`) with its keywords (all of [`params`]' for it,
     /// defaults included): the report's JSON and its text.
-    fn run(
-        &self,
-        py: Python<'_>,
-        command: &str,
-        kw: &Bound<'_, PyDict>,
-    ) -> PyResult<(String, String)> {
+    fn run(&self, py: Python<'_>, command: &str, kw: &Bound<'_, PyDict>) -> PyResult<Report> {
         let kw = kw.copy()?;
         let point = |kw: &Bound<'_, PyDict>| at(&need::<String>(kw, "at")?);
         match command {
-            "summary" => self.report(py, |s| Ok(s.summary())),
+            "summary" => self.report(py, command, |s| Ok(s.summary())),
             "leaks" => {
                 let o = options(&kw)?;
-                self.report(py, move |s| s.leaks(&o))
+                self.report(py, command, move |s| s.leaks(&o))
             }
             "windows" => {
                 let o = options(&kw)?;
-                self.report(py, move |s| s.windows(&o))
+                self.report(py, command, move |s| s.windows(&o))
             }
             "phases" => {
                 let o = options(&kw)?;
-                self.report(py, move |s| s.phases(&o))
+                self.report(py, command, move |s| s.phases(&o))
             }
             "oom" => {
                 let o = options(&kw)?;
-                self.report(py, move |s| s.oom(&o))
+                self.report(py, command, move |s| s.oom(&o))
             }
             "top" => {
                 let (a, limit) = (point(&kw)?, need::<usize>(&kw, "limit")?);
                 let o = options(&kw)?;
-                self.report(py, move |s| s.top(&o, a, limit))
+                self.report(py, command, move |s| s.top(&o, a, limit))
             }
             "segments" => {
                 let a = point(&kw)?;
                 let o = options(&kw)?;
-                self.report(py, move |s| s.segments(&o, a))
+                self.report(py, command, move |s| s.segments(&o, a))
             }
             "timeline" => {
                 let most = need::<usize>(&kw, "max_allocations")?;
                 let o = options(&kw)?;
-                self.report(py, move |s| s.timeline(&o, most))
+                self.report(py, command, move |s| s.timeline(&o, most))
             }
             "tree" => {
                 let (a, share) = (point(&kw)?, need::<f64>(&kw, "min_share")?);
@@ -291,7 +290,11 @@ impl NativeSession {
                 let s = &self.inner;
                 let r = py.detach(|| s.tree(&o, a)).map_err(session_error)?;
                 let json = render::json::tree(&r).map_err(json_error)?;
-                Ok((json, render::tree::text(&r, share, Style { color: false })))
+                Report::from_json(
+                    command,
+                    &json,
+                    render::tree::text(&r, share, Style { color: false }),
+                )
             }
             other => Err(usage(format!("`{other}` is no command of Snapshot.run"))),
         }
@@ -354,8 +357,15 @@ impl NativeSession {
         Ok((figures.into_iter().collect(), failure))
     }
 
-    /// Folded stacks (`folded`) or an SVG, as text.
-    fn flamegraph(&self, py: Python<'_>, kw: &Bound<'_, PyDict>) -> PyResult<String> {
+    /// Folded stacks (`folded`) or an SVG, as text; also written whole to `out` when
+    /// given (never over the snapshot's own file).
+    #[pyo3(signature = (kw, out=None))]
+    fn flamegraph(
+        &self,
+        py: Python<'_>,
+        kw: &Bound<'_, PyDict>,
+        out: Option<PathBuf>,
+    ) -> PyResult<String> {
         let kw = kw.copy()?;
         let (a, folded) = (
             at(&need::<String>(&kw, "at")?)?,
@@ -363,7 +373,7 @@ impl NativeSession {
         );
         let o = options(&kw)?;
         let s = &self.inner;
-        py.detach(|| {
+        let text = py.detach(|| {
             let r = s.tree(&o, a).map_err(session_error)?;
             let lines = render::flamegraph::report_lines(&r);
             if folded {
@@ -374,36 +384,44 @@ impl NativeSession {
                     PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
                 })?;
             String::from_utf8(svg).map_err(|e| PyRuntimeError::new_err(e.to_string()))
-        })
+        })?;
+        if let Some(out) = out {
+            write_output(py, out, text.as_bytes(), Vec::new(), Some(self))?;
+        }
+        Ok(text)
     }
 
-    /// The report's data as JSON, the line the command prints once the page is written
-    /// to `out` (empty without `out`), and the HTML page when `out` is given.
+    /// The report's data; with `out`, the HTML page is written there whole (never over
+    /// the snapshot's own file) and the text is the line the command prints then.
     #[pyo3(signature = (kw, out=None))]
     fn report_page(
         &self,
         py: Python<'_>,
         kw: &Bound<'_, PyDict>,
         out: Option<PathBuf>,
-    ) -> PyResult<(String, String, Option<String>)> {
+    ) -> PyResult<Report> {
         let kw = kw.copy()?;
         let mut report_opts = ReportOptions::default();
         report_opts.max_allocations = need(&kw, "max_allocations")?;
         let o = options(&kw)?;
         let s = &self.inner;
-        py.detach(|| {
+        let (json, text, page) = py.detach(|| -> PyResult<_> {
             let data = s.report(&o, &report_opts).map_err(session_error)?;
             let json = serde_json::to_string(&data).map_err(json_error)?;
-            let Some(out) = out else {
+            let Some(out) = &out else {
                 return Ok((json, String::new(), None));
             };
             let svgs = render::flamegraph::report_page_svgs(&data).map_err(|e| {
                 PyRuntimeError::new_err(format!("cannot draw the flame graph: {e}"))
             })?;
             let page = render::html::page(&data, &json, &svgs);
-            let text = render::html::written(&out, &data, page.len());
+            let text = render::html::written(out, &data, page.len());
             Ok((json, text, Some(page)))
-        })
+        })?;
+        if let (Some(out), Some(page)) = (out, page) {
+            write_output(py, out, page.as_bytes(), Vec::new(), Some(self))?;
+        }
+        Report::from_json("report", &json, text)
     }
 }
 
@@ -476,8 +494,8 @@ fn from_object(obj: &Bound<'_, PyAny>, name: String) -> PyResult<NativeSession> 
 }
 
 /// Two runs side by side (`leakscope compare A B`): two loaded snapshots (or paths,
-/// loaded here), or two run directories step by step with `at`. Returns the result's
-/// name (`compare`, `compare_at`, `compare_steps`), its JSON and text.
+/// loaded here), or two run directories step by step with `at`. The result's command is
+/// `compare`, `compare_at` or `compare_steps`.
 #[pyfunction]
 #[pyo3(signature = (a, b, kw=None))]
 fn compare(
@@ -485,7 +503,7 @@ fn compare(
     a: &Bound<'_, PyAny>,
     b: &Bound<'_, PyAny>,
     kw: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(&'static str, String, String)> {
+) -> PyResult<Report> {
     let kw = owned(py, kw)?;
     let point = maybe::<String>(&kw, "at")?.map(|p| at(&p)).transpose()?;
     let o = options(&kw)?;
@@ -495,24 +513,23 @@ fn compare(
         let r = py
             .detach(|| session::compare_steps(&pa, &pb, &o, p))
             .map_err(session_error)?;
-        let (json, text) = both(&r)?;
-        return Ok(("compare_steps", json, text));
+        return Report::of("compare_steps", &r);
     }
     let (sa, sb) = (side(py, a)?, side(py, b)?);
     if let Some(p) = point {
-        let (json, text) = py.detach(|| {
+        let r = py.detach(|| -> PyResult<_> {
             let ta = sa.holders_at(&o, p).map_err(session_error)?;
             let tb = sb.holders_at(&o, p).map_err(session_error)?;
-            both(&session::compare_at(&ta, &tb, p))
+            Ok(session::compare_at(&ta, &tb, p))
         })?;
-        return Ok(("compare_at", json, text));
+        return Report::of("compare_at", &r);
     }
-    let (json, text) = py.detach(|| {
+    let r = py.detach(|| -> PyResult<_> {
         let side_a = sa.compare_side(&o).map_err(session_error)?;
         let side_b = sb.compare_side(&o).map_err(session_error)?;
-        both(&session::compare(&side_a, &side_b))
+        Ok(session::compare(&side_a, &side_b))
     })?;
-    Ok(("compare", json, text))
+    Report::of("compare", &r)
 }
 
 /// One side of `compare`: a loaded snapshot, or a path loaded now.
@@ -530,28 +547,32 @@ fn side(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<Arc<Session>> {
 /// Every rank and step below a directory (`leakscope ranks DIR`).
 #[pyfunction]
 #[pyo3(signature = (dir, kw=None))]
-fn ranks(
-    py: Python<'_>,
-    dir: PathBuf,
-    kw: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(String, String)> {
+fn ranks(py: Python<'_>, dir: PathBuf, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Report> {
     let o = options(&owned(py, kw)?)?;
     let r = py
         .detach(|| session::ranks(&dir, &o))
         .map_err(session_error)?;
-    both(&r)
+    Report::of("ranks", &r)
 }
 
-/// The snapshots below `root` as this machine sees them, named without `prefix`: JSON
+/// The snapshots below `root` as this machine sees them, named without `prefix`: a dict
 /// of `session::cluster::NodeListing`, or `None` when `root` is no directory here.
 #[pyfunction]
-fn list_here(py: Python<'_>, root: PathBuf, prefix: PathBuf) -> PyResult<Option<String>> {
+fn list_here(py: Python<'_>, root: PathBuf, prefix: PathBuf) -> PyResult<Bound<'_, PyAny>> {
     let listing = py
         .detach(|| session::cluster::list_here(&root, &prefix))
         .map_err(session_error)?;
-    listing
-        .map(|l| serde_json::to_string(&l).map_err(json_error))
-        .transpose()
+    to_python(py, &listing)
+}
+
+/// `v` as Python objects (dicts, lists, numbers, strings).
+fn to_python<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, v).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+/// `v` read as `T`, a usage error naming `what` when it does not fit.
+fn from_python<T: serde::de::DeserializeOwned>(v: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    pythonize::depythonize(v).map_err(|e| usage(format!("{what}: {e}")))
 }
 
 /// One file of a run (`found`: an entry of [`list_here`]'s files, opened below
@@ -561,28 +582,99 @@ fn list_here(py: Python<'_>, root: PathBuf, prefix: PathBuf) -> PyResult<Option<
 #[pyo3(signature = (found, prefix, opts=None, threads=true))]
 fn analyse_found(
     py: Python<'_>,
-    found: &str,
+    found: &Bound<'_, PyAny>,
     prefix: PathBuf,
     opts: Option<&Bound<'_, PyDict>>,
     threads: bool,
 ) -> PyResult<String> {
-    let f: session::Found =
-        serde_json::from_str(found).map_err(|e| usage(format!("found: {e}")))?;
+    let f: session::Found = from_python(found, "found")?;
     let o = options(&owned(py, opts)?)?;
     let r = py.detach(|| session::cluster::analyse_found(&f, &prefix, &o, threads));
     serde_json::to_string(&r).map_err(json_error)
 }
 
-/// The listings of several machines (JSON `[[machine, listing], ...]`, each listing from
+/// The listings of several machines (`[(machine, listing), ...]`, each listing from
 /// [`list_here`]) as one run: each distinct file once with the machines that hold it, the
-/// skipped files and whether all machines share one folder (JSON of
+/// skipped files and whether all machines share one folder (a dict of
 /// `session::cluster::RunListing`). `asked`: how many machines were asked.
 #[pyfunction]
-fn merge_listings(listed: &str, asked: usize, by_identity: bool) -> PyResult<String> {
-    let listed: Vec<(String, session::cluster::NodeListing)> =
-        serde_json::from_str(listed).map_err(|e| usage(format!("listings: {e}")))?;
-    let merged = session::cluster::merge_listings(&listed, asked, by_identity);
-    serde_json::to_string(&merged).map_err(json_error)
+fn merge_listings<'py>(
+    py: Python<'py>,
+    listed: &Bound<'py, PyAny>,
+    asked: usize,
+    by_identity: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let listed: Vec<(String, session::cluster::NodeListing)> = from_python(listed, "listings")?;
+    to_python(
+        py,
+        &session::cluster::merge_listings(&listed, asked, by_identity),
+    )
+}
+
+/// Which machine runs which job of a run (`session::cluster::dispatch`): `leakscope.ray`
+/// starts what `start()` names and says how each job ended.
+#[pyclass(module = "leakscope._native")]
+struct Dispatch(dispatch::Dispatch);
+
+#[pymethods]
+impl Dispatch {
+    /// `jobs`: each job's holders and size; `limits`: each machine with the jobs it runs
+    /// at once.
+    #[new]
+    fn new(jobs: Vec<(Vec<String>, u64)>, limits: Vec<(String, usize)>) -> Self {
+        let jobs = jobs
+            .into_iter()
+            .map(|(holders, size)| dispatch::Job { holders, size })
+            .collect();
+        Dispatch(dispatch::Dispatch::new(jobs, limits))
+    }
+    /// The jobs to start now, each with its machine.
+    fn start(&mut self) -> Vec<(usize, String)> {
+        self.0.start()
+    }
+    fn succeeded(&mut self, job: usize) {
+        self.0.succeeded(job)
+    }
+    fn failed(&mut self, job: usize, error: String, machine_left: bool) {
+        self.0.failed(job, error, machine_left)
+    }
+    fn lost(&mut self, job: usize, error: String) {
+        self.0.lost(job, error)
+    }
+    /// The jobs that ended without a result since the last call: `(job, machine, error)`.
+    fn take_ended(&mut self) -> Vec<(usize, String, String)> {
+        self.0
+            .take_ended()
+            .into_iter()
+            .map(|e| (e.job, e.machine, e.error))
+            .collect()
+    }
+    fn alive(&self, machine: &str) -> bool {
+        self.0.alive(machine)
+    }
+    fn done(&self) -> bool {
+        self.0.done()
+    }
+}
+
+/// Who exports which job (`session::cluster::dispatch::export_shares`): per machine with
+/// work, `(machine, jobs, whole, bytes)`.
+#[pyfunction]
+#[pyo3(signature = (jobs, machines, here, shared))]
+fn export_shares(
+    jobs: Vec<(Vec<String>, u64)>,
+    machines: Vec<String>,
+    here: Option<String>,
+    shared: bool,
+) -> Vec<(String, Vec<usize>, bool, u64)> {
+    let jobs: Vec<dispatch::Job> = jobs
+        .into_iter()
+        .map(|(holders, size)| dispatch::Job { holders, size })
+        .collect();
+    dispatch::export_shares(&jobs, &machines, here.as_deref(), shared)
+        .into_iter()
+        .map(|s| (s.machine, s.jobs, s.whole, s.size))
+        .collect()
 }
 
 /// A file of a run as the driver received it: its rows, or why it has none.
@@ -593,13 +685,12 @@ struct Analysed {
     error: Option<String>,
 }
 
-/// A run's report (`leakscope.ranks/5`) from each file's rows or error (JSON list of
+/// A run's report (`leakscope.ranks/5`) from each file's rows or error (a list of
 /// `{found, rows, error}`), computed wherever: in discover's order, outliers flagged,
 /// trends drawn.
 #[pyfunction]
-fn merge_found(dir: PathBuf, files: &str, skipped: u64) -> PyResult<(String, String)> {
-    let files: Vec<Analysed> =
-        serde_json::from_str(files).map_err(|e| usage(format!("files: {e}")))?;
+fn merge_found(dir: PathBuf, files: &Bound<'_, PyAny>, skipped: u64) -> PyResult<(String, String)> {
+    let files: Vec<Analysed> = from_python(files, "files")?;
     let files = files
         .into_iter()
         .map(|a| {
@@ -615,32 +706,37 @@ fn merge_found(dir: PathBuf, files: &str, skipped: u64) -> PyResult<(String, Str
 }
 
 /// Files and run directories into Parquet tables in `out_dir` (`leakscope export
-/// --parquet`); returns what was written as JSON (`leakscope.export/1`: the tables with
+/// --parquet`); returns what was written (`leakscope.export/1`: the tables with
 /// their row counts, the files read and those that could not be).
 #[pyfunction]
 #[pyo3(signature = (paths, out_dir, opts=None))]
-fn export_parquet(
-    py: Python<'_>,
-    paths: Vec<PathBuf>,
+fn export_parquet<'py>(
+    py: Python<'py>,
+    paths: &Bound<'py, PyAny>,
     out_dir: PathBuf,
-    opts: Option<&Bound<'_, PyDict>>,
-) -> PyResult<String> {
+    opts: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let paths = self::paths(paths)?;
     let analysis = options(&owned(py, opts)?)?;
     let mut opts = export::ExportOptions::default();
     opts.analysis = analysis;
-    exported(py.detach(|| export::export_parquet(&paths, &out_dir, &opts)))
+    exported(
+        py,
+        py.detach(|| export::export_parquet(&paths, &out_dir, &opts)),
+    )
 }
 
 /// Files and run directories as one Perfetto trace at `out` (`leakscope export
-/// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written as JSON
+/// --perfetto`; gzipped when `out` ends in `.gz`); returns what was written
 /// (`leakscope.export.perfetto/1`).
 #[pyfunction]
-fn export_perfetto(
-    py: Python<'_>,
-    paths: Vec<PathBuf>,
+fn export_perfetto<'py>(
+    py: Python<'py>,
+    paths: &Bound<'py, PyAny>,
     out: PathBuf,
-    kw: &Bound<'_, PyDict>,
-) -> PyResult<String> {
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let paths = self::paths(paths)?;
     let kw = kw.copy()?;
     let top_sites = need::<usize>(&kw, "top_sites")?;
     // The command line's range (`--top-sites`, 0 to 254).
@@ -652,57 +748,86 @@ fn export_perfetto(
     opts.export.analysis = analysis;
     opts.top_sites = top_sites;
     opts.gzip = out.extension().is_some_and(|e| e == "gz");
-    exported(py.detach(|| export::export_perfetto(&paths, &out, &opts)))
+    exported(
+        py,
+        py.detach(|| export::export_perfetto(&paths, &out, &opts)),
+    )
 }
 
 /// One file's gzipped pprof profile at `out` (`leakscope export --pprof`): live bytes by
-/// stack at `at`, or survivors per window with `growth`; returns what was written as JSON
+/// stack at `at`, or survivors per window with `growth`; returns what was written
 /// (`leakscope.export.pprof/1`).
 #[pyfunction]
-fn export_pprof(
-    py: Python<'_>,
+fn export_pprof<'py>(
+    py: Python<'py>,
     path: PathBuf,
     out: PathBuf,
-    kw: &Bound<'_, PyDict>,
-) -> PyResult<String> {
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
     let kw = kw.copy()?;
     let mut opts = export::PprofOptions::default();
     opts.at = at(&need::<String>(&kw, "at")?)?;
     opts.growth = need(&kw, "growth")?;
     let analysis = options(&kw)?;
     opts.export.analysis = analysis;
-    exported(py.detach(|| export::export_pprof(&path, &out, &opts)))
+    exported(py, py.detach(|| export::export_pprof(&path, &out, &opts)))
 }
 
 /// An export's summary as JSON, or its error as the exception of its kind.
-fn exported<T: serde::Serialize>(r: Result<T, export::ExportError>) -> PyResult<String> {
+fn exported<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    r: Result<T, export::ExportError>,
+) -> PyResult<Bound<'py, PyAny>> {
     match r {
-        Ok(written) => serde_json::to_string(&written).map_err(json_error),
+        Ok(written) => to_python(py, &written),
         Err(e) => Err(kind_error(e.kind(), e.to_string())),
     }
 }
 
-/// The CI gate (`leakscope check`): the budget's TOML text, a baseline's JSON text, a
-/// `[roles]` file (used instead of the budget's own `[roles]`); returns the report's JSON
-/// and its JUnit XML.
+/// One path, or a list of them.
+fn paths(p: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
+    match p.extract::<PathBuf>() {
+        Ok(one) => Ok(vec![one]),
+        Err(_) => p.extract(),
+    }
+}
+
+/// The CI gate (`leakscope check`): the budget (a TOML file, its text, or its tables as a
+/// dict), a baseline (an earlier `check` or `leaks` JSON file, or its dict), a `[roles]`
+/// file (used instead of the budget's own `[roles]`).
 #[pyfunction]
 #[pyo3(signature = (sessions, budget, baseline=None, windows=None, roles=None))]
 fn check(
     py: Python<'_>,
     sessions: Vec<PyRef<'_, NativeSession>>,
     budget: &Bound<'_, PyAny>,
-    baseline: Option<&str>,
+    baseline: Option<&Bound<'_, PyAny>>,
     windows: Option<&str>,
     roles: Option<PathBuf>,
-) -> PyResult<(String, String, String)> {
-    // The file's text, or its tables as a dict.
-    let budget = match budget.extract::<String>() {
-        Ok(text) => Budget::parse(&text),
-        Err(_) => Budget::deserialize_from(&mut pythonize::Depythonizer::from_object(budget)),
+) -> PyResult<Py<Checked>> {
+    let budget = if budget.is_instance_of::<PyDict>() {
+        Budget::deserialize_from(&mut pythonize::Depythonizer::from_object(budget))
+    } else {
+        // A string that cannot be a file name is the TOML itself.
+        let text = match budget.extract::<String>() {
+            Ok(t) if t.contains('\n') || t.contains('=') => t,
+            _ => read_small_text(budget.extract()?)?,
+        };
+        Budget::parse(&text)
     }
     .map_err(|e| usage(format!("budget: {e}")))?;
     let baseline = baseline
-        .map(Baseline::from_json)
+        .map(|b| -> PyResult<String> {
+            if b.is_instance_of::<PyDict>() {
+                let v: serde_json::Value =
+                    pythonize::depythonize(b).map_err(|e| usage(format!("baseline: {e}")))?;
+                Ok(v.to_string())
+            } else {
+                read_small_text(b.extract()?)
+            }
+        })
+        .transpose()?
+        .map(|t| Baseline::from_json(&t))
         .transpose()
         .map_err(|e| usage(format!("baseline: {e}")))?;
     let windows = windows.map(|w| parse(w, "windows")).transpose()?;
@@ -712,16 +837,18 @@ fn check(
     }
     let opts = session::check_options(&budget, windows, &base);
     let all: Vec<Arc<Session>> = sessions.iter().map(|s| s.inner.clone()).collect();
-    py.detach(|| {
-        let files = all
-            .iter()
+    let report = py.detach(|| {
+        all.iter()
             .map(|s| s.check(&budget, baseline.as_ref(), &opts))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(session_error)?;
-        let report = CheckReport::new(files);
-        let (json, text) = both(&report)?;
-        Ok((json, text, render::junit::junit(&report)))
-    })
+            .map(CheckReport::new)
+            .map_err(session_error)
+    })?;
+    Checked::new_object(
+        py,
+        Report::of("check", &report)?,
+        render::junit::junit(&report),
+    )
 }
 
 /// Runs the command line (`argv` with the program name first); returns the exit code.
@@ -750,7 +877,6 @@ fn write_output(
 }
 
 /// A budget's or baseline's text, read with the library's size limit.
-#[pyfunction]
 fn read_small_text(path: PathBuf) -> PyResult<String> {
     leakscope::files::read_small_text(&path).map_err(|e| match e {
         leakscope::files::SmallTextError::Io(io) => PyErr::from(io),
@@ -758,13 +884,37 @@ fn read_small_text(path: PathBuf) -> PyResult<String> {
     })
 }
 
-/// The bytes a size names, as budgets read them (`"1.5 MiB"`, `"3 GB"`, `"512"`).
+/// The bytes ``size`` names, read as budgets read sizes: a non-negative ``int``, or a
+/// string such as ``"1.5 MB"`` (powers of 1000), ``"512 KiB"`` or ``"1 M"`` (powers of
+/// 1024), rounded to the nearest byte. A bad string or a negative number raises
+/// ``leakscope.UsageError`` (a ``ValueError``); anything else ``TypeError``.
+///
+/// >>> parse_size("1 MiB"), parse_size("1.5 MB"), parse_size(4096)
+/// (1048576, 1500000, 4096)
 #[pyfunction]
-fn parse_size(text: &str) -> PyResult<u64> {
-    leakscope::budget::parse_size(text).map_err(|e| usage(format!("not a size: {e}")))
+fn parse_size(size: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if size.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "a size is an int or a string such as '1 MiB', not {size}"
+        )));
+    }
+    if let Ok(n) = size.extract::<i128>() {
+        return u64::try_from(n).map_err(|_| usage(format!("a size cannot be negative: {n}")));
+    }
+    let Ok(text) = size.extract::<String>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "a size is an int or a string such as '1 MiB', not {}",
+            size.repr()?
+        )));
+    };
+    leakscope::budget::parse_size(&text).map_err(|e| usage(format!("not a size: {e}")))
 }
 
-/// Bytes as every output writes them (`16.0 MiB`); with `exact`, the count follows.
+/// ``n`` bytes as every leakscope output writes them; with ``exact``, the exact count
+/// follows where the unit rounds it.
+///
+/// >>> format_size(16777216), format_size(155582464, exact=True)
+/// ('16.0 MiB', '148 MiB (155,582,464 B)')
 #[pyfunction]
 #[pyo3(signature = (n, exact=false))]
 fn format_size(n: u64, exact: bool) -> String {
@@ -773,16 +923,6 @@ fn format_size(n: u64, exact: bool) -> String {
     } else {
         render::bytes(n)
     }
-}
-
-/// The main table of a report's `--json` document (`Result.rows()`): a list of dicts.
-#[pyfunction]
-fn rows<'py>(py: Python<'py>, doc: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let doc: serde_json::Value =
-        pythonize::depythonize(doc).map_err(|e| usage(format!("not a report: {e}")))?;
-    let table = render::rows::rows(&doc)
-        .ok_or_else(|| usage("not a leakscope report: its schema names no table".into()))?;
-    pythonize::pythonize(py, &table).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
 /// The measures `assert_memory_below` can limit, each with what it measures.
@@ -803,6 +943,10 @@ fn default_max_decompressed_bytes() -> u64 {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeSession>()?;
+    m.add_class::<Dispatch>()?;
+    m.add_class::<Report>()?;
+    m.add_class::<Checked>()?;
+    m.add_function(wrap_pyfunction!(export_shares, m)?)?;
     m.add_function(wrap_pyfunction!(load_path, m)?)?;
     m.add_function(wrap_pyfunction!(load_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(from_object, m)?)?;
@@ -820,11 +964,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_pprof, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(write_output, m)?)?;
-    m.add_function(wrap_pyfunction!(read_small_text, m)?)?;
     m.add_function(wrap_pyfunction!(default_max_decompressed_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(format_size, m)?)?;
-    m.add_function(wrap_pyfunction!(rows, m)?)?;
     m.add_function(wrap_pyfunction!(memory_measures, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(about, m)?)?;

@@ -151,7 +151,7 @@ def test_notebook_views_are_html():
         p.feed(text)
         p.close()
         # The view is the command's text: all it says, in its sizes.
-        assert p.stack == [] and html.escape(str(r)) in text
+        assert p.stack == [] and str(r) in html.unescape(text)
     assert "loss_accum_no_detach" in repr(snap)
 
 
@@ -184,6 +184,12 @@ def test_check_and_compare(tmp_path):
     assert r.to_dict() == json.loads(out.stdout)
     assert not r.passed and r.failures()
     assert "<testsuite" in r.junit
+    # Results cross processes whole (multiprocessing, a cache): the CLI's JSON and text.
+    back = pickle.loads(pickle.dumps(r))
+    assert type(back) is leakscope.CheckResult and back.to_dict() == json.loads(out.stdout)
+    assert (str(back), back.junit, back.passed) == (str(r), r.junit, False)
+    leaks = pickle.loads(pickle.dumps(leakscope.load(leak).leaks()))
+    assert leaks.to_dict() == cli_json("leaks", str(leak)) and leaks.command == "leaks"
     c = leakscope.compare(control, leak)
     assert c.to_dict() == cli_json("compare", str(control), str(leak))
 

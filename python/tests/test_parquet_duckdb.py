@@ -37,7 +37,7 @@ class _DataOnly(pickle.Unpickler):
 def tables(tmp_path_factory):
     """The run exported once; a DuckDB connection with a view per table."""
     out = tmp_path_factory.mktemp("parquet")
-    summary = json.loads(_native.export_parquet([str(VERL)], str(out)))
+    summary = _native.export_parquet([str(VERL)], str(out))
     con = duckdb.connect()
     for t in summary["tables"]:
         con.execute(f"create view {t['table']} as select * from read_parquet('{t['path']}')")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -110,6 +111,10 @@ def test_report_is_the_command_lines_and_flags_the_leaking_rank(cluster, at_root
     assert all(p.error is None for p in seen)
     # Kilobytes per file reach the driver (its rows and top suspects), never the snapshot.
     assert all(0 < f.bytes_returned < 16 * 1024 for f in r.files)
+    # Pickled whole: the report and how the cluster made it.
+    back = pickle.loads(pickle.dumps(r))
+    assert type(back) is lray.ClusterRanks and back.to_dict() == r.to_dict()
+    assert (str(back), back.files, back.nodes) == (str(r), r.files, r.nodes)
 
 
 def test_absolute_root_and_windows_option(cluster):
@@ -149,7 +154,7 @@ def test_shared_file_system_each_file_once_on_both_nodes(cluster, monkeypatch, t
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     files = [f for f, _ in calls]
     assert sorted(files) == sorted(set(files)), "a file was analysed twice"
-    listed = json.loads(leakscope._native.list_here(str(VERL), ""))["files"]
+    listed = leakscope._native.list_here(str(VERL), "")["files"]
     assert sorted(files) == sorted(f["file"] for f in listed)
     assert {n for _, n in calls} == set(alive_nodes()), "the work went to one node only"
     assert {f.node_id for f in r.files} == {n for _, n in calls}
@@ -365,7 +370,7 @@ def test_export_on_a_shared_file_system_writes_the_directory_once(cluster, tmp_p
     assert len(dirs) == 1 and Path(dirs[0]).parent == out
     assert Path(dirs[0]).name in alive_nodes()
     single = tmp_path / "single"
-    summary = json.loads(leakscope._native.export_parquet([str(VERL)], str(single)))
+    summary = leakscope._native.export_parquet([str(VERL)], str(single))
     con = duckdb.connect()
     for t in summary["tables"]:
         name = t["table"]
@@ -409,7 +414,7 @@ def _recorded_exports(monkeypatch, log):
 def test_export_on_node_local_disks(cluster, monkeypatch, tmp_path):
     """Each node exports the directory it holds (so the tables have ranks and steps);
     where nodes share some files, each file still goes to one node only."""
-    files = [f["file"] for f in json.loads(leakscope._native.list_here(str(VERL), ""))["files"]]
+    files = [f["file"] for f in leakscope._native.list_here(str(VERL), "")["files"]]
     log = tmp_path / "exports.log"
     _recorded_exports(monkeypatch, log)
 

@@ -46,6 +46,10 @@ def _compiled() -> dict:
         if name.startswith("_"):
             continue
         if inspect.isclass(obj):
+            try:  # a class built from Python: its constructor, as the stubs' __init__
+                out[f"{name}.__init__"] = params(obj)
+            except ValueError:
+                pass
             for m, f in vars(obj).items():
                 if not m.startswith("_") and callable(f):
                     out[f"{name}.{m}"] = params(f)

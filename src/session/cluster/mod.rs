@@ -3,6 +3,8 @@
 //! merge of every file's rows in the order `discover` gives. The cluster code only moves
 //! these between machines; the listing, naming and merging are the library's.
 
+pub mod dispatch;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
