@@ -292,7 +292,7 @@ impl NativeSession {
                 let json = render::json::tree(&r).map_err(json_error)?;
                 Report::from_json(
                     command,
-                    &json,
+                    json,
                     render::tree::text(&r, share, Style { color: false }),
                 )
             }
@@ -421,7 +421,7 @@ impl NativeSession {
         if let (Some(out), Some(page)) = (out, page) {
             write_output(py, out, page.as_bytes(), Vec::new(), Some(self))?;
         }
-        Report::from_json("report", &json, text)
+        Report::from_json("report", json, text)
     }
 }
 

@@ -23,37 +23,48 @@ use crate::{to_python, usage};
 #[pyclass(subclass, frozen, module = "leakscope", name = "Result")]
 pub struct Report {
     command: String,
-    doc: serde_json::Value,
+    /// The document as JSON text: a third of what it takes as a `serde_json::Value`, and
+    /// read straight into Python objects on each `to_dict()`.
+    json: String,
+    schema: String,
     text: String,
+}
+
+/// The fields of a report's document a result reads without its table.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    schema: String,
+    #[serde(default)]
+    passed: Option<bool>,
 }
 
 impl Report {
     /// `r` as the command `command` reports it.
     pub fn of<T: serde::Serialize + Text>(command: &str, r: &T) -> PyResult<Self> {
-        let doc = serde_json::to_value(r).map_err(crate::json_error)?;
-        Ok(Report {
-            command: command.to_string(),
-            doc,
-            text: r.text(Style { color: false }),
-        })
+        let json = serde_json::to_string(r).map_err(crate::json_error)?;
+        Report::from_json(command, json, r.text(Style { color: false }))
     }
 
     /// A report whose JSON was written elsewhere (the tree's, the HTML report's data).
-    pub fn from_json(command: &str, json: &str, text: String) -> PyResult<Self> {
-        let doc = serde_json::from_str(json).map_err(|e| usage(format!("not a report: {e}")))?;
+    pub fn from_json(command: &str, json: String, text: String) -> PyResult<Self> {
+        let head: Head =
+            serde_json::from_str(&json).map_err(|e| usage(format!("not a report: {e}")))?;
         Ok(Report {
             command: command.to_string(),
-            doc,
+            json,
+            schema: head.schema,
             text,
         })
     }
 
     pub fn passed(&self) -> bool {
-        self.doc["passed"].as_bool().unwrap_or(false)
+        serde_json::from_str::<Head>(&self.json).is_ok_and(|h| h.passed == Some(true))
     }
 
     fn table(&self) -> PyResult<Vec<serde_json::Map<String, serde_json::Value>>> {
-        render::rows::rows(&self.doc)
+        let doc: serde_json::Value = serde_json::from_str(&self.json).map_err(crate::json_error)?;
+        render::rows::rows(&doc)
             .ok_or_else(|| usage("not a leakscope report: its schema names no table".into()))
     }
 }
@@ -65,11 +76,15 @@ impl Report {
     #[new]
     #[pyo3(signature = (command, data, text=String::new()))]
     fn new(command: String, data: &Bound<'_, PyAny>, text: String) -> PyResult<Self> {
-        let doc = match data.extract::<String>() {
-            Ok(json) => serde_json::from_str(&json).map_err(|e| usage(format!("data: {e}")))?,
-            Err(_) => pythonize::depythonize(data).map_err(|e| usage(format!("data: {e}")))?,
+        let json = match data.extract::<String>() {
+            Ok(json) => json,
+            Err(_) => {
+                let doc: serde_json::Value =
+                    pythonize::depythonize(data).map_err(|e| usage(format!("data: {e}")))?;
+                doc.to_string()
+            }
         };
-        Ok(Report { command, doc, text })
+        Report::from_json(&command, json, text)
     }
 
     /// What ``leakscope <command>`` prints for the same arguments (without colour).
@@ -86,14 +101,16 @@ impl Report {
     /// The JSON schema name and version, for example ``leakscope.leaks/8``.
     #[getter]
     fn schema(&self) -> &str {
-        self.doc["schema"].as_str().unwrap_or("")
+        &self.schema
     }
 
     /// The report as the command line's ``--json`` prints it (a fresh dict each call).
     ///
     /// Example: ``snap.top(at="peak").to_dict()["devices"][0]["rows"][0]["site"]["label"]``
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_python(py, &self.doc)
+        let mut json = serde_json::Deserializer::from_str(&self.json);
+        serde_transcode::transcode(&mut json, pythonize::Pythonizer::new(py))
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
     }
 
     /// The report as JSON text (``json.dumps`` of ``to_dict()``).
@@ -141,11 +158,8 @@ impl Report {
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, (String, String, String))> {
         let me = slf.get();
-        let json = serde_json::to_string(&me.doc).map_err(crate::json_error)?;
-        Ok((
-            slf.get_type().into_any(),
-            (me.command.clone(), json, me.text.clone()),
-        ))
+        let args = (me.command.clone(), me.json.clone(), me.text.clone());
+        Ok((slf.get_type().into_any(), args))
     }
 
     fn __repr__(&self) -> PyResult<String> {
@@ -198,11 +212,12 @@ impl Checked {
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyAny>, (String, String, String))> {
         let base = slf.as_super().get();
-        let json = serde_json::to_string(&base.doc).map_err(crate::json_error)?;
-        Ok((
-            slf.get_type().into_any(),
-            (json, base.text.clone(), slf.get().junit.clone()),
-        ))
+        let args = (
+            base.json.clone(),
+            base.text.clone(),
+            slf.get().junit.clone(),
+        );
+        Ok((slf.get_type().into_any(), args))
     }
 
     /// The JUnit XML, a test case per limit of each file and device.
@@ -223,7 +238,7 @@ impl Checked {
             .as_super()
             .table()?
             .into_iter()
-            .filter(|r| r["passed"] == serde_json::Value::Bool(false))
+            .filter(|r| r.get("passed") == Some(&serde_json::Value::Bool(false)))
             .collect();
         to_python(py, &failed)
     }
