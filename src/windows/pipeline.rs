@@ -194,10 +194,61 @@ fn split_merged(
     }
 }
 
+/// Splits windows where the schedule freed memory between two calls of its function.
+/// A requested free's stack is where the program was when it let go of the memory
+/// (PyTorch records it with the default `context="all"`; a completed free may come later,
+/// when the allocator gets to it, so it is not read): one with a frame of the schedule's
+/// file but not the function was made by the schedule between calls (the first stage's
+/// sent output, dropped before the next forward), so the next allocation under the
+/// function starts a call, though no allocation came between. Frees without such a frame
+/// (the autograd engine's, another thread's) say nothing.
+fn split_at_schedule_frees(
+    snap: &Snapshot,
+    device: i64,
+    schedule: &Schedule,
+    starts: &mut Vec<u32>,
+) {
+    let trace = snap.trace(device);
+    // Per stack: under the function (true), in the schedule's file outside it (false).
+    let mut place: Vec<Option<Option<bool>>> = vec![None; snap.stacks.len()];
+    let mut place_of = |stack: StackId| -> Option<bool> {
+        let slot = place.get_mut(stack.0 as usize)?;
+        *slot.get_or_insert_with(|| {
+            let frames = snap.stacks.get(stack).iter().map(|&f| snap.frames.get(f));
+            let mut in_file = false;
+            for f in frames {
+                if schedule.is(snap, f) {
+                    return Some(true);
+                }
+                in_file |= file_ends_with(snap, f.filename, schedule.file);
+            }
+            in_file.then_some(false)
+        })
+    };
+    let mut between = false;
+    let mut more = Vec::new();
+    for (e, (&action, &stack)) in trace.action.iter().zip(trace.stack.iter()).enumerate() {
+        match (action, place_of(stack)) {
+            (Action::ALLOC, Some(true)) if between => {
+                between = false;
+                more.push(e as u32);
+            }
+            (Action::ALLOC, Some(_)) => between = false,
+            (Action::FREE_REQUESTED, Some(false)) => between = true,
+            _ => {}
+        }
+    }
+    if !more.is_empty() {
+        starts.extend(more);
+        starts.sort_unstable();
+        starts.dedup();
+    }
+}
+
 /// The micro-batches of each pipeline schedule whose per-micro-batch function the trace's
 /// frames hold: a window starts at each entry into it (or at the next call, where calls
-/// follow each other with no allocation between), or at the receive of its input just
-/// before.
+/// follow each other with no allocation between: after the schedule's own free, or where
+/// the allocations' stacks show it), or at the receive of its input just before.
 pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attributor) -> Vec<Family> {
     SCHEDULES
         .iter()
@@ -205,6 +256,7 @@ pub(super) fn micro_batch_families(snap: &Snapshot, device: i64, attr: &Attribut
         .filter_map(|s| {
             let re = Regex::new(&format!("^{}$", regex::escape(s.function))).ok()?;
             let mut f = frame_family(snap, device, attr, &re).of_schedule(SPEC);
+            split_at_schedule_frees(snap, device, s, &mut f.starts);
             let backwards = attr.roles().map_or(0, |m| m.backwards);
             split_merged(snap, device, s, backwards, &mut f.starts);
             if let Some(receive) = s.receive {

@@ -49,20 +49,26 @@ impl Trace {
         addr
     }
 
+    /// A free as PyTorch records it with `context="all"`: requested where the program let
+    /// go (`frames`), then completed.
     fn free(&mut self, addr: u64, frames: &[Frame]) {
         let bytes = self.live.remove(&addr).expect("a live address");
+        self.push("free_requested", addr, bytes, frames);
         self.push("free_completed", addr, bytes, frames);
     }
 
-    /// A micro-batch's forward: its 16 MiB input received, then three layers that each
-    /// save 8 MiB for the backward and free a 2 MiB temporary; `each_layer` runs after
-    /// each. Returns the input and the saved activations.
+    /// A micro-batch's forward: its 16 MiB input received (then `after_receive` runs),
+    /// then three layers that each save 8 MiB for the backward and free a 2 MiB
+    /// temporary; `each_layer` runs after each. Returns the input and the saved
+    /// activations.
     fn forward(
         &mut self,
         layer: &[Frame],
+        after_receive: impl FnOnce(&mut Trace),
         mut each_layer: impl FnMut(&mut Trace),
     ) -> (u64, Vec<u64>) {
         let input = self.alloc(&RECV, 16 * MIB);
+        after_receive(self);
         let mut saved = Vec::new();
         for _ in 0..3 {
             saved.push(self.alloc(layer, 8 * MIB));
@@ -119,11 +125,16 @@ fn stage_of(
     let mut t = Trace::default();
     let mut pending: Option<u64> = None;
     let forward = |t: &mut Trace, pending: &mut Option<u64>| -> (u64, Vec<u64>) {
-        let done = t.forward(&layer, |t| {
-            if let Some(a) = pending.take() {
-                t.free(a, &schedule);
-            }
-        });
+        // Dropped by the schedule as `input_tensor` is rebound to the one just received.
+        let done = t.forward(
+            &layer,
+            |t| {
+                if let Some(a) = pending.take() {
+                    t.free(a, &schedule);
+                }
+            },
+            |_| {},
+        );
         if leak {
             t.alloc(&keep, 4 * MIB);
         }
@@ -264,11 +275,15 @@ fn last_stage(pinned: bool, m: usize) -> tempfile::TempPath {
     for _ in 0..3 {
         let mut kept = Vec::new();
         for _ in 0..m {
-            let (input, saved) = t.forward(&layer, |t| {
-                if let Some(s) = straddle.take() {
-                    t.free(s, &layer);
-                }
-            });
+            let (input, saved) = t.forward(
+                &layer,
+                |_| {},
+                |t| {
+                    if let Some(s) = straddle.take() {
+                        t.free(s, &layer);
+                    }
+                },
+            );
             let output = t.alloc(&out, 8 << 10);
             let grad = t.alloc(&backward, 16 * MIB);
             for a in saved {
@@ -417,5 +432,63 @@ fn the_first_stages_forwards_in_a_row_are_micro_batches_of_their_own() {
         asked["devices"][0]["starts"].as_array().unwrap().len(),
         8,
         "{asked}"
+    );
+}
+
+/// The first stage of four running forwards only (log-probs under no_grad), two
+/// mini-batches of four micro-batches. Nothing is allocated between two of its forwards:
+/// each embeds its input (`/app/model.py:10:embed`, 16 MiB), runs three layers whose 8 MiB
+/// activations die in the layer, makes its 16 MiB output and frees the embedding, and with
+/// `leak` keeps 4 MiB at `/app/debug.py:7:keep` for good; the schedule then sends the
+/// output and frees it, from its own frame (the free's stack), before the next forward.
+/// The engine gathers each mini-batch's results (1 MiB at `/app/engine.py:20:infer_batch`).
+fn forward_only_first_stage(leak: bool) -> tempfile::TempPath {
+    let embed = in_forward_step(("/app/model.py", 10, "embed"), SCHEDULES);
+    let layer = in_forward_step(("/app/model.py", 30, "forward"), SCHEDULES);
+    let keep = in_forward_step(("/app/debug.py", 7, "keep"), SCHEDULES);
+    let engine: [Frame; 2] = [("/app/engine.py", 20, "infer_batch"), MAIN];
+    let mut t = Trace::default();
+    for _ in 0..2 {
+        for _ in 0..4 {
+            let input = t.alloc(&embed, 16 * MIB);
+            for _ in 0..3 {
+                let a = t.alloc(&layer, 8 * MIB);
+                t.free(a, &layer);
+            }
+            let out = t.alloc(&layer, 16 * MIB);
+            t.free(input, &layer);
+            if leak {
+                t.alloc(&keep, 4 * MIB);
+            }
+            t.free(out, &[SCHEDULE, MAIN]);
+        }
+        let gathered = t.alloc(&engine, MIB);
+        t.free(gathered, &engine);
+    }
+    t.write()
+}
+
+/// Where a free was made tells the calls apart when no allocation does: the schedule frees
+/// each sent output from outside `forward_step`, so the eight forwards are eight windows
+/// though no backward pass counts them, and the 4 MiB kept per forward is a leak in each.
+#[test]
+fn a_free_from_outside_the_schedules_call_ends_it() {
+    let leaky = forward_only_first_stage(true);
+    let path = leaky.to_str().unwrap();
+    let d = leakscope_json(&["leaks", path, "--windows", "pipeline"])["devices"][0].clone();
+    assert_eq!(d["windows"]["count"], 8, "{}", d["windows"]);
+    let s = assert_the_leak_per_micro_batch(&d, 8);
+    assert_eq!(s["bytes_at_end"], 8 * 4 * MIB);
+
+    let clean = forward_only_first_stage(false);
+    let d = leakscope_json(&["leaks", clean.to_str().unwrap(), "--windows", "pipeline"])["devices"]
+        [0]
+    .clone();
+    assert_eq!(d["windows"]["count"], 8, "{}", d["windows"]);
+    assert_eq!(
+        d["suspects"].as_array().unwrap().len(),
+        0,
+        "{:#?}",
+        d["suspects"]
     );
 }
