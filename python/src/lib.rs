@@ -164,7 +164,7 @@ fn params<'py>(
             a
         })
         .collect();
-    pythonize::pythonize(py, &kept).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    to_python(py, &kept)
 }
 
 /// A command's description, the line its `--help` starts with (what Python's help shows
@@ -819,9 +819,7 @@ fn check(
     let baseline = baseline
         .map(|b| -> PyResult<String> {
             if b.is_instance_of::<PyDict>() {
-                let v: serde_json::Value =
-                    pythonize::depythonize(b).map_err(|e| usage(format!("baseline: {e}")))?;
-                Ok(v.to_string())
+                Ok(from_python::<serde_json::Value>(b, "baseline")?.to_string())
             } else {
                 read_small_text(b.extract()?)
             }

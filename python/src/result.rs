@@ -3,12 +3,12 @@
 //! prints without colour, and the views of both: a dict, the main table (`render::rows`),
 //! a DataFrame and a notebook view of the text.
 
-use leakscope::render::{self, Style, Text};
+use leakscope::render::{self, Text};
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::{to_python, usage};
+use crate::{from_python, to_python, usage};
 
 /// A report: what ``leakscope <command> --json`` prints, as an object. ``str()`` is what
 /// the command prints (without colour), ``to_dict()`` its JSON, ``rows()`` and
@@ -42,8 +42,8 @@ struct Head {
 impl Report {
     /// `r` as the command `command` reports it.
     pub fn of<T: serde::Serialize + Text>(command: &str, r: &T) -> PyResult<Self> {
-        let json = serde_json::to_string(r).map_err(crate::json_error)?;
-        Report::from_json(command, json, r.text(Style { color: false }))
+        let (json, text) = crate::both(r)?;
+        Report::from_json(command, json, text)
     }
 
     /// A report whose JSON was written elsewhere (the tree's, the HTML report's data).
@@ -63,7 +63,8 @@ impl Report {
     }
 
     fn table(&self) -> PyResult<Vec<serde_json::Map<String, serde_json::Value>>> {
-        let doc: serde_json::Value = serde_json::from_str(&self.json).map_err(crate::json_error)?;
+        let doc: serde_json::Value =
+            serde_json::from_str(&self.json).map_err(|e| usage(format!("not a report: {e}")))?;
         render::rows::rows(&doc)
             .ok_or_else(|| usage("not a leakscope report: its schema names no table".into()))
     }
@@ -78,11 +79,7 @@ impl Report {
     fn new(command: String, data: &Bound<'_, PyAny>, text: String) -> PyResult<Self> {
         let json = match data.extract::<String>() {
             Ok(json) => json,
-            Err(_) => {
-                let doc: serde_json::Value =
-                    pythonize::depythonize(data).map_err(|e| usage(format!("data: {e}")))?;
-                doc.to_string()
-            }
+            Err(_) => from_python::<serde_json::Value>(data, "data")?.to_string(),
         };
         Report::from_json(&command, json, text)
     }
