@@ -1,5 +1,6 @@
 //! The `leakscope` command line: everything is in the library's `cli` module (the Python
-//! package runs the same code); this file adds only the allocator hint.
+//! package runs the same code); this file adds only the allocator hint and
+//! the clean-up of temporaries on signals.
 
 use std::process::ExitCode;
 
@@ -9,5 +10,7 @@ use leakscope::cli;
 static ALLOCATOR: cli::huge_pages::HugePageHint = cli::huge_pages::HugePageHint;
 
 fn main() -> ExitCode {
+    // First, before any thread starts: SIGINT/SIGTERM remove the run's temporaries.
+    leakscope::files::remove_temporaries_on_signals();
     ExitCode::from(cli::main(std::env::args_os()))
 }

@@ -15,7 +15,7 @@ def main() -> None:
     """Runs the command line on ``sys.argv`` and exits with its code."""
     sys.stdout.flush()
     sys.stderr.flush()
-    sys.exit(_native.run_cli(["leakscope", *sys.argv[1:]]))
+    sys.exit(_native.run_cli(["leakscope", *sys.argv[1:]], own_signals=True))
 
 
 if __name__ == "__main__":

@@ -850,8 +850,15 @@ fn check(
 }
 
 /// Runs the command line (`argv` with the program name first); returns the exit code.
+/// `own_signals` (the `leakscope` command, whose process this is) makes SIGINT and SIGTERM
+/// remove the run's temporaries before the process ends; a library call leaves the
+/// host's signals alone.
 #[pyfunction]
-fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+#[pyo3(signature = (argv, own_signals=false))]
+fn run_cli(py: Python<'_>, argv: Vec<String>, own_signals: bool) -> u8 {
+    if own_signals {
+        leakscope::files::remove_temporaries_on_signals();
+    }
     py.detach(|| leakscope::cli::main(argv))
 }
 

@@ -53,6 +53,34 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The files this command writes, as (option, path): checked together before the
+    /// command runs, so two of them never land on one file. The Parquet export counts as
+    /// its tables' files.
+    pub fn outputs(&self) -> Vec<(String, PathBuf)> {
+        let one = |option: &str, p: &PathBuf| (option.to_string(), p.clone());
+        match self {
+            Command::Check(c) => c.junit.iter().map(|p| one("--junit", p)).collect(),
+            Command::Flamegraph(c) => c.output.iter().map(|p| one("--output", p)).collect(),
+            Command::Report(c) if !c.json => vec![one("--output", &c.output)],
+            Command::Convert(c) => vec![one("the output", &c.output)],
+            Command::Slice(c) => vec![one("--output", &c.output)],
+            Command::Export(c) => {
+                let mut v = Vec::new();
+                if let Some(dir) = &c.parquet {
+                    for t in crate::export::encode::parquet::Table::ALL {
+                        v.push(("--parquet".to_string(), dir.join(t.file_name())));
+                    }
+                }
+                v.extend(c.perfetto.iter().map(|p| one("--perfetto", p)));
+                v.extend(c.pprof.iter().map(|p| one("--pprof", p)));
+                v
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// What a snapshot holds: format, devices, segments, blocks, bytes, trace events
 #[derive(clap::Args)]
 pub struct SummaryCmd {
@@ -304,10 +332,23 @@ pub struct ReportCmd {
 pub struct ConvertCmd {
     /// Input snapshot
     pub input: PathBuf,
-    /// Output file: `.msgpack` writes the cache, `.json` snapshot-shaped JSON
+    /// Output file: `.msgpack` writes the cache, `.json` snapshot-shaped JSON; `-` is
+    /// standard output (then say --format)
     pub output: PathBuf,
+    /// The output's format where its name does not say (`-`, a device, a FIFO)
+    #[arg(long, value_enum)]
+    pub format: Option<ConvertFormat>,
     #[command(flatten)]
     pub load: LoadArgs,
+}
+
+/// What `convert` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvertFormat {
+    /// Snapshot-shaped JSON
+    Json,
+    /// leakscope's MessagePack cache
+    Msgpack,
 }
 
 /// Export for other tools: Parquet tables (whole runs), a Perfetto timeline, pprof profiles

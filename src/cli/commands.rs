@@ -266,18 +266,23 @@ impl ConvertCmd {
             .and_then(|e| e.to_str())
             .unwrap_or("")
             .to_ascii_lowercase();
-        if !matches!(ext.as_str(), "msgpack" | "mpk" | "json") {
-            return Err(Usage(format!(
-                "cannot tell the output format from {}: name it .msgpack (leakscope cache) or .json",
-                out.display()
-            ))
-            .into());
-        }
+        let format = match (self.format, ext.as_str()) {
+            (Some(f), _) => f,
+            (None, "json") => ConvertFormat::Json,
+            (None, "msgpack" | "mpk") => ConvertFormat::Msgpack,
+            _ => {
+                return Err(Usage(format!(
+                    "cannot tell the output format from {}: name it .msgpack (leakscope cache) or .json, or say --format json|msgpack",
+                    out.display()
+                ))
+                .into());
+            }
+        };
         // Refused before the load, so a mistake costs no time.
         let inputs = Inputs::of([&self.input]);
         inputs.check_output(out)?;
         let s = output::open(&self.input, &self.load, false)?;
-        if ext == "json" {
+        if format == ConvertFormat::Json {
             let mut w = inputs.create(out)?;
             s.write_json(&mut w)?;
             w.commit()?;

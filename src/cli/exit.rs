@@ -38,10 +38,8 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         || e.downcast_ref::<BudgetError>().is_some()
         || e.downcast_ref::<BaselineError>().is_some()
         || e.downcast_ref::<Usage>().is_some()
-        || matches!(
-            e.downcast_ref::<OutputError>(),
-            Some(OutputError::IsInput { .. })
-        );
+        || e.downcast_ref::<OutputError>()
+            .is_some_and(|o| o.kind() == crate::error::ErrorKind::Usage);
     let ours = e.downcast_ref::<WriteError>().is_some();
     if input && !ours { 2 } else { 1 }
 }

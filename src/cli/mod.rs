@@ -27,6 +27,18 @@ use args::{Cli, Command};
 use exit::OverBudget;
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    let outputs = cli.command.outputs();
+    crate::files::check_distinct(outputs.iter().map(|(o, p)| (o.as_str(), p.as_path())))?;
+    // An output written to standard output keeps it: what the command prints goes to
+    // standard error instead, so the stream holds the file alone.
+    if outputs.iter().any(|(_, p)| {
+        matches!(
+            crate::files::target::resolve(p),
+            Ok(crate::files::target::Target::Stdout)
+        )
+    }) {
+        output::print_to_stderr();
+    }
     let style = Style::detect(std::io::stdout().is_terminal());
     match cli.command {
         Command::Summary(c) => c.run(style),

@@ -184,7 +184,18 @@ pub fn keep_until_exit<T>(v: T) {
     std::mem::forget(v);
 }
 
-/// Writes `text` to standard output; a closed pipe (`| head`) is not an error.
+/// Set when an output file goes to standard output: the command's own text then goes to
+/// standard error.
+static TEXT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sends what [`stdout`] prints to standard error from now on (standard output holds an
+/// output file).
+pub fn print_to_stderr() {
+    TEXT_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes `text` to standard output (standard error when an output file is there); a
+/// closed pipe (`| head`) is not an error.
 pub fn stdout(text: &str) -> anyhow::Result<()> {
     let taken = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
         Some(buf) => {
@@ -194,6 +205,10 @@ pub fn stdout(text: &str) -> anyhow::Result<()> {
         None => false,
     });
     if taken {
+        return Ok(());
+    }
+    if TEXT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        eprint!("{text}");
         return Ok(());
     }
     let mut out = std::io::stdout().lock();

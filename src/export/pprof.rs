@@ -134,7 +134,7 @@ pub fn export_pprof(
     };
     let mut gz = flate2::write::GzEncoder::new(inputs.create(out)?, flate2::Compression::new(6));
     pprof::write(&profile, &mut gz).map_err(io)?;
-    gz.finish().map_err(io)?.commit()?;
+    let file_bytes = gz.finish().map_err(io)?.commit()?;
     Ok(PprofSummary {
         schema: SCHEMA,
         out: out.display().to_string(),
@@ -153,7 +153,7 @@ pub fn export_pprof(
             .iter()
             .map(|s| s.values[0].max(0) as u64)
             .sum(),
-        file_bytes: std::fs::metadata(out).map_err(io)?.len(),
+        file_bytes,
     })
 }
 

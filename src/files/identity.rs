@@ -19,6 +19,31 @@ pub enum OutputError {
         /// The input it names, as given.
         input: PathBuf,
     },
+    /// The output is something no writer may replace or open: a directory, a block
+    /// device, a socket, a symlink that leads nowhere.
+    #[error("refusing to write {}: {why}", output.display())]
+    Refused {
+        /// The output as given.
+        output: PathBuf,
+        /// What it is, and what to name instead.
+        why: String,
+    },
+    /// Two outputs of one command land on one file.
+    #[error(
+        "{first} {} and {second} {} name one file; give each output its own path",
+        first_path.display(),
+        second_path.display()
+    )]
+    Twice {
+        /// The first output's option.
+        first: String,
+        /// Its path as given.
+        first_path: PathBuf,
+        /// The second output's option.
+        second: String,
+        /// Its path as given.
+        second_path: PathBuf,
+    },
     /// Creating, writing or renaming the output failed.
     #[error("cannot write {}: {source}", path.display())]
     Io {
@@ -33,7 +58,9 @@ impl OutputError {
     /// What kind of failure this is: naming an input is a usage error.
     pub fn kind(&self) -> crate::error::ErrorKind {
         match self {
-            OutputError::IsInput { .. } => crate::error::ErrorKind::Usage,
+            OutputError::IsInput { .. }
+            | OutputError::Refused { .. }
+            | OutputError::Twice { .. } => crate::error::ErrorKind::Usage,
             OutputError::Io { .. } => crate::error::ErrorKind::Write,
         }
     }
@@ -70,8 +97,13 @@ impl Inputs {
 
     /// `Ok` when writing `output` would replace none of the inputs.
     pub fn check_output(&self, output: &Path) -> Result<(), OutputError> {
-        let Some(id) = FileId::of(output) else {
-            return Ok(()); // does not exist yet (or a dangling link, which rename replaces)
+        let id = if output.as_os_str() == super::target::STDOUT_NAME {
+            FileId::stdout()
+        } else {
+            FileId::of(output)
+        };
+        let Some(id) = id else {
+            return Ok(()); // does not exist yet (a dangling link is refused when opened)
         };
         match self.files.iter().find(|(i, _)| *i == id) {
             Some((_, input)) => Err(OutputError::IsInput {
@@ -89,6 +121,37 @@ impl Inputs {
     }
 }
 
+/// Refuses two of one command's outputs, given as (option, path), that land on one file:
+/// the second would replace the first, and the command would still exit 0. Standard
+/// output (`-`, `/dev/stdout`) counts as one file.
+///
+/// ```
+/// use std::path::Path;
+/// let same = leakscope::files::check_distinct([
+///     ("--perfetto", Path::new("out.bin")),
+///     ("--pprof", Path::new("./out.bin")),
+/// ]);
+/// assert!(same.is_err());
+/// ```
+pub fn check_distinct<'a>(
+    outputs: impl IntoIterator<Item = (&'a str, &'a Path)>,
+) -> Result<(), OutputError> {
+    let mut seen: Vec<(PathBuf, &str, &Path)> = Vec::new();
+    for (option, path) in outputs {
+        let key = super::target::landing_key(path)?;
+        if let Some((_, first, first_path)) = seen.iter().find(|(k, _, _)| *k == key) {
+            return Err(OutputError::Twice {
+                first: (*first).to_string(),
+                first_path: first_path.to_path_buf(),
+                second: option.to_string(),
+                second_path: path.to_path_buf(),
+            });
+        }
+        seen.push((key, option, path));
+    }
+    Ok(())
+}
+
 /// A file's identity after following symlinks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum FileId {
@@ -99,6 +162,18 @@ enum FileId {
 }
 
 impl FileId {
+    /// What standard output is open on.
+    fn stdout() -> Option<FileId> {
+        #[cfg(unix)]
+        {
+            super::target::stdout_identity().map(|(dev, ino)| FileId::Inode { dev, ino })
+        }
+        #[cfg(not(unix))]
+        {
+            None
+        }
+    }
+
     fn of(path: &Path) -> Option<FileId> {
         #[cfg(unix)]
         {

@@ -1,6 +1,9 @@
 //! Files the tool writes: each appears whole or not at all ([`WholeFile`],
-//! [`WholeDir`]), and never over a file it read ([`Inputs`]); the small files options
-//! name are read with a limit ([`read_small_text`]). Every writer in the
+//! [`WholeDir`]), never over a file it read ([`Inputs`]) nor over a device, FIFO or
+//! link it does not own ([`target`]), and two outputs of one command never at one path
+//! ([`check_distinct`]); temporaries are removed on every error path and, where the
+//! program asks, on SIGINT and SIGTERM ([`remove_temporaries_on_signals`]). The small
+//! files options name are read with a limit ([`read_small_text`]). Every writer in the
 //! library and the front ends goes through here, so the guarantee is kept in one place.
 //!
 //! ```
@@ -28,8 +31,11 @@
 
 mod identity;
 mod small;
+pub mod target;
+mod temporary;
 mod whole;
 
-pub use identity::{Inputs, OutputError};
+pub use identity::{Inputs, OutputError, check_distinct};
 pub use small::{MAX_SMALL_TEXT_BYTES, SmallTextError, read_small_text};
+pub use temporary::{TEMPORARY_PREFIX, remove_temporaries_on_signals};
 pub use whole::{WholeDir, WholeFile, write_whole};

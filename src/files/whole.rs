@@ -1,43 +1,18 @@
-//! Writing whole or not at all: an output is written to a temporary file beside its
-//! target and renamed over it only once complete, so a run that is killed or fails
+//! Writing whole or not at all. Where the output goes is decided first
+//! ([`super::target::resolve`]): a regular file (or a new name) is written to a temporary
+//! beside it and renamed over it only once complete, so a run that is killed or fails
 //! leaves the earlier file as it was, and two runs racing to one name leave one of their
-//! files, whole. (A rename within a directory is atomic; the temporary's name starts with
-//! a dot and ends in `.leakscope-tmp`, so a run killed outright leaves at most such a file.)
+//! files, whole (a rename within a directory is atomic). A character device, a FIFO or
+//! standard output is written in place: it is a stream, not a file to replace. The
+//! temporary is removed on every error path ([`super::temporary`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::OutputError;
-
-/// Tells apart the temporaries of one process (two outputs, or threads, at once).
-static SERIAL: AtomicU64 = AtomicU64::new(0);
-
-/// The path of a fresh temporary beside `target` (in its directory, hidden).
-fn temporary_beside(target: &Path) -> PathBuf {
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    let n = SERIAL.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.{}-{n}.leakscope-tmp", std::process::id()))
-}
-
-/// Where writing `target` really lands: a symlink is written through (its target is
-/// replaced, the link kept), as a plain write would.
-fn landing(target: &Path) -> PathBuf {
-    match std::fs::symlink_metadata(target) {
-        Ok(m) if m.file_type().is_symlink() => {
-            std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf())
-        }
-        _ => target.to_path_buf(),
-    }
-}
+use super::target::{Target, resolve, resolve_dir};
+use super::temporary::Temporary;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     move |source| OutputError::Io {
@@ -46,44 +21,71 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     }
 }
 
-/// A file being written: bytes go to a temporary beside the target; [`WholeFile::commit`]
-/// renames it over the target. Dropped without a commit (an error, a panic), the
-/// temporary is removed and the target is untouched.
+/// A buffer as large as the outputs' usual write pattern (long runs of small writes).
+const BUFFER: usize = 1 << 20;
+
+/// Where the bytes go until the commit.
+enum Sink {
+    /// A temporary renamed over `real` at the commit. `out` comes first so that it is
+    /// closed before the temporary is removed.
+    Staged {
+        out: BufWriter<File>,
+        temp: Temporary,
+        real: PathBuf,
+    },
+    /// A character device or FIFO, written in place.
+    Stream(BufWriter<File>),
+    /// Standard output; `closed` once the reader went away (`| head`), after which the
+    /// rest is dropped, as for the command's own text.
+    Stdout {
+        out: BufWriter<std::io::Stdout>,
+        closed: bool,
+    },
+    /// Committed.
+    Done,
+}
+
+/// An output being written; [`WholeFile::commit`] finishes it. For a regular file, nothing
+/// appears under its name until then, and dropped without a commit (an error, a panic)
+/// the temporary is removed and the target is untouched.
 pub struct WholeFile {
-    target: PathBuf,
     shown: PathBuf,
-    tmp: PathBuf,
-    out: Option<BufWriter<File>>,
+    sink: Sink,
+    written: u64,
 }
 
 impl WholeFile {
-    /// Starts writing `target` (nothing appears under its name until the commit).
+    /// Starts writing `target` (see the module's doc for what each kind of path gets).
     pub fn create(target: &Path) -> Result<WholeFile, OutputError> {
-        let landing = landing(target);
-        if landing.is_dir() {
-            return Err(OutputError::Io {
-                path: target.to_path_buf(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::IsADirectory,
-                    "it is a directory; name a file",
-                ),
-            });
-        }
-        let tmp = temporary_beside(&landing);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io(target))?;
-        // Replacing a file keeps its permissions, as writing into it would have.
-        if let Ok(m) = std::fs::metadata(&landing) {
-            let _ = file.set_permissions(m.permissions());
-        }
+        let sink = match resolve(target)? {
+            Target::Stdout => Sink::Stdout {
+                out: BufWriter::with_capacity(BUFFER, std::io::stdout()),
+                closed: false,
+            },
+            Target::Stream { path, .. } => {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io(target))?;
+                Sink::Stream(BufWriter::with_capacity(BUFFER, f))
+            }
+            Target::Regular { real } => {
+                let (temp, file) = Temporary::file_beside(&real).map_err(io(target))?;
+                // Replacing a file keeps its permissions, as writing into it would have.
+                if let Ok(m) = std::fs::metadata(&real) {
+                    let _ = file.set_permissions(m.permissions());
+                }
+                Sink::Staged {
+                    out: BufWriter::with_capacity(BUFFER, file),
+                    temp,
+                    real,
+                }
+            }
+        };
         Ok(WholeFile {
-            target: landing,
             shown: target.to_path_buf(),
-            tmp,
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            sink,
+            written: 0,
         })
     }
 
@@ -92,50 +94,70 @@ impl WholeFile {
         &self.shown
     }
 
-    /// Finishes the file and puts it in place of the target. Returns the bytes written.
+    /// Finishes the output (for a regular file: puts it in place of the target). Returns
+    /// the bytes written. On an error (a full disk at the last flush, a failed rename) the
+    /// temporary is removed and the target is as it was.
     pub fn commit(mut self) -> Result<u64, OutputError> {
-        let out = self.out.take().ok_or_else(|| OutputError::Io {
-            path: self.shown.clone(),
-            source: std::io::Error::other("already committed"),
-        })?;
-        let file = out.into_inner().map_err(|e| OutputError::Io {
-            path: self.shown.clone(),
-            source: e.into_error(),
-        })?;
-        let len = file.metadata().map_err(io(&self.shown))?.len();
-        drop(file);
-        std::fs::rename(&self.tmp, &self.target).map_err(io(&self.shown))?;
-        Ok(len)
+        match std::mem::replace(&mut self.sink, Sink::Done) {
+            Sink::Staged { out, temp, real } => {
+                // On any error below `temp` is dropped, which removes the temporary.
+                let file = out.into_inner().map_err(|e| OutputError::Io {
+                    path: self.shown.clone(),
+                    source: e.into_error(),
+                })?;
+                drop(file);
+                std::fs::rename(temp.path(), &real).map_err(io(&self.shown))?;
+                temp.keep();
+            }
+            Sink::Stream(mut out) => out.flush().map_err(io(&self.shown))?,
+            Sink::Stdout { mut out, closed } => {
+                if !closed {
+                    match out.flush() {
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                        r => r.map_err(io(&self.shown))?,
+                    }
+                }
+            }
+            Sink::Done => {
+                return Err(OutputError::Io {
+                    path: self.shown.clone(),
+                    source: std::io::Error::other("already committed"),
+                });
+            }
+        }
+        Ok(self.written)
     }
 }
 
 impl Write for WholeFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match &mut self.out {
-            Some(w) => w.write(buf),
-            None => Err(std::io::Error::other("the file was committed")),
-        }
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match &mut self.out {
-            Some(w) => w.write_all(buf),
-            None => Err(std::io::Error::other("the file was committed")),
-        }
+        let n = match &mut self.sink {
+            Sink::Staged { out, .. } | Sink::Stream(out) => out.write(buf)?,
+            Sink::Stdout { closed: true, .. } => buf.len(),
+            Sink::Stdout { out, closed } => match out.write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    *closed = true;
+                    buf.len()
+                }
+                r => r?,
+            },
+            Sink::Done => return Err(std::io::Error::other("the file was committed")),
+        };
+        self.written += n as u64;
+        Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.out {
-            Some(w) => w.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for WholeFile {
-    fn drop(&mut self) {
-        if self.out.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        match &mut self.sink {
+            Sink::Staged { out, .. } | Sink::Stream(out) => out.flush(),
+            Sink::Stdout { out, closed } if !*closed => match out.flush() {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    *closed = true;
+                    Ok(())
+                }
+                r => r,
+            },
+            _ => Ok(()),
         }
     }
 }
@@ -150,41 +172,27 @@ pub fn write_whole(inputs: &super::Inputs, target: &Path, data: &[u8]) -> Result
 /// A directory of outputs (the Parquet tables) written whole: the files go to a hidden
 /// staging directory beside the target, and [`WholeDir::commit`] moves them in, each
 /// file by a rename (the whole directory by one rename when the target did not exist).
-/// Dropped without a commit, the staging directory is removed.
+/// Dropped without a commit, or on SIGINT/SIGTERM where the program asked for it
+/// ([`super::remove_temporaries_on_signals`]), the staging directory is removed.
 pub struct WholeDir {
     target: PathBuf,
-    staging: PathBuf,
-    committed: bool,
+    staging: Temporary,
 }
 
 impl WholeDir {
-    /// Starts writing into `target`.
+    /// Starts writing into `target` (a symlink to a directory is followed and kept).
     pub fn create(target: &Path) -> Result<WholeDir, OutputError> {
-        let target = landing(target);
-        if target.exists() && !target.is_dir() {
-            return Err(OutputError::Io {
-                path: target,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotADirectory,
-                    "it exists and is not a directory",
-                ),
-            });
-        }
+        let target = resolve_dir(target)?;
         if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
-        let staging = temporary_beside(&target);
-        std::fs::create_dir(&staging).map_err(io(&target))?;
-        Ok(WholeDir {
-            target,
-            staging,
-            committed: false,
-        })
+        let staging = Temporary::dir_beside(&target).map_err(io(&target))?;
+        Ok(WholeDir { target, staging })
     }
 
     /// Where a file named `name` is written until the commit.
     pub fn staged(&self, name: &str) -> PathBuf {
-        self.staging.join(name)
+        self.staging.path().join(name)
     }
 
     /// Where a file named `name` will be after the commit.
@@ -193,29 +201,21 @@ impl WholeDir {
     }
 
     /// Moves every staged file into the target directory.
-    pub fn commit(mut self) -> Result<(), OutputError> {
-        if !self.target.exists() && std::fs::rename(&self.staging, &self.target).is_ok() {
-            self.committed = true;
+    pub fn commit(self) -> Result<(), OutputError> {
+        let WholeDir { target, staging } = self;
+        if !target.exists() && std::fs::rename(staging.path(), &target).is_ok() {
+            staging.keep();
             return Ok(());
         }
-        std::fs::create_dir_all(&self.target).map_err(io(&self.target))?;
-        let entries = std::fs::read_dir(&self.staging).map_err(io(&self.staging))?;
+        std::fs::create_dir_all(&target).map_err(io(&target))?;
+        let entries = std::fs::read_dir(staging.path()).map_err(io(staging.path()))?;
         for e in entries {
-            let e = e.map_err(io(&self.staging))?;
-            let to = self.target.join(e.file_name());
+            let e = e.map_err(io(staging.path()))?;
+            let to = target.join(e.file_name());
             std::fs::rename(e.path(), &to).map_err(io(&to))?;
         }
-        let _ = std::fs::remove_dir(&self.staging);
-        self.committed = true;
+        // Dropping the (now empty) staging directory removes it.
         Ok(())
-    }
-}
-
-impl Drop for WholeDir {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_dir_all(&self.staging);
-        }
     }
 }
 
@@ -236,6 +236,16 @@ mod tests {
         assert_eq!(std::fs::read(&out).unwrap(), b"old");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "the temporary is removed");
+        // A failed last flush (here: the temporary vanished and the rename fails) leaves
+        // no temporary either.
+        let mut f = WholeFile::create(&out).unwrap();
+        f.write_all(b"lost").unwrap();
+        if let Sink::Staged { temp, .. } = &f.sink {
+            std::fs::remove_file(temp.path()).unwrap();
+        }
+        assert!(f.commit().is_err());
+        assert_eq!(std::fs::read(&out).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         let mut f = WholeFile::create(&out).unwrap();
         f.write_all(b"new and longer").unwrap();
         assert_eq!(f.commit().unwrap(), 14);

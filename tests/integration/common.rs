@@ -388,3 +388,23 @@ pub fn truth_groups(v: &serde_json::Value) -> std::collections::BTreeMap<String,
         })
         .collect()
 }
+
+/// A big-enough snapshot for timing-dependent cases: CPython writes `n` trace events.
+pub fn big_snapshot(path: &Path, n: usize) {
+    let script = r#"
+import pickle, sys
+n = int(sys.argv[2])
+frames = [{'name': 'f%d' % i, 'filename': 'model.py', 'line': i} for i in range(8)]
+tr = []
+for i in range(n):
+    a = 0x7f0000000000 + (i % 4096) * 1024
+    tr.append({'action': 'alloc' if i % 2 == 0 else 'free_completed', 'addr': a,
+               'size': 1024, 'stream': 0, 'time_us': i, 'frames': frames[i % 8:]})
+pickle.dump({'segments': [], 'device_traces': [tr]}, open(sys.argv[1], 'wb'), protocol=4)
+"#;
+    let st = std::process::Command::new("python3")
+        .args(["-c", script, path.to_str().unwrap(), &n.to_string()])
+        .status()
+        .expect("python3 runs");
+    assert!(st.success());
+}

@@ -31,5 +31,6 @@ mod scenarios;
 mod series;
 mod sizes;
 mod slice;
+mod special_outputs;
 mod timeline;
 mod windows;

@@ -118,7 +118,7 @@ fn outputs_beside_the_inputs_are_written_and_leave_no_temporary() {
     let left: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains("leakscope-tmp"))
+        .filter(|n| n.starts_with(leakscope::files::TEMPORARY_PREFIX))
         .collect();
     assert!(left.is_empty(), "{left:?}");
     assert!(
@@ -126,26 +126,6 @@ fn outputs_beside_the_inputs_are_written_and_leave_no_temporary() {
             .unwrap()
             .ends_with("</html>\n")
     );
-}
-
-/// A big-enough snapshot for timing-dependent cases: CPython writes `n` trace events.
-fn big_snapshot(path: &Path, n: usize) {
-    let script = r#"
-import pickle, sys
-n = int(sys.argv[2])
-frames = [{'name': 'f%d' % i, 'filename': 'model.py', 'line': i} for i in range(8)]
-tr = []
-for i in range(n):
-    a = 0x7f0000000000 + (i % 4096) * 1024
-    tr.append({'action': 'alloc' if i % 2 == 0 else 'free_completed', 'addr': a,
-               'size': 1024, 'stream': 0, 'time_us': i, 'frames': frames[i % 8:]})
-pickle.dump({'segments': [], 'device_traces': [tr]}, open(sys.argv[1], 'wb'), protocol=4)
-"#;
-    let st = Command::new("python3")
-        .args(["-c", script, s(path), &n.to_string()])
-        .status()
-        .expect("python3 runs");
-    assert!(st.success());
 }
 
 #[test]
