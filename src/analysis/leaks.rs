@@ -871,9 +871,14 @@ fn release_of(
             }
         }
     }
+    // Free stacks that copy the allocations' (`context="alloc"`) name no releaser.
+    let own_free_stacks = attr
+        .roles()
+        .is_none_or(|r| !r.recorded.free_stacks_are_allocations);
     let snap = attr.snapshot();
     let site = first
         .free_stack(snap.trace(replay.device))
+        .filter(|_| own_free_stacks)
         .filter(|st| !snap.stacks.get(*st).is_empty())
         .and_then(|st| attr.key(st))
         .map(|k| attr.site(k).clone());

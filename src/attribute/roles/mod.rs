@@ -380,7 +380,7 @@ pub fn classify_some(
         &crate::model::annotation_event_ranges(snap, device),
         trace.len(),
     );
-    let phases = Phases::of(trace, &mut marks, annotated);
+    let phases = Phases::of(trace, replay, &mut marks, annotated);
     // Phases can be told apart when allocations carry stacks or annotations name them.
     let stacks = phases.recorded.alloc_stacks || phases.annotated.says_phases();
     let nuser = rules.user.len();
@@ -428,8 +428,10 @@ pub fn classify_some(
         let freed = l.freed.filter(|&f| in_trace(f));
         let fib = match (alloc, freed) {
             (Some(a), Some(f)) if in_trace(a) => {
+                let sf = phases.span[f as usize];
                 phases.phase[f as usize] == Phase::Backward
-                    && phases.span[a as usize] != phases.span[f as usize]
+                    && phases.span_is_pass[sf as usize]
+                    && phases.span[a as usize] != sf
             }
             _ => false,
         };
@@ -450,9 +452,17 @@ pub fn classify_some(
             Some(a) => {
                 let ai = a as usize;
                 let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);
-                let freed_by = l
-                    .free_stack(trace)
-                    .map_or(Marks::default(), |s| marks.of(s));
+                // Who let go: the request's stack (a late completion may carry the
+                // allocation's), and nothing where free stacks are the allocations'.
+                let freed_by = if phases.recorded.free_stacks {
+                    l.free_requested
+                        .filter(|&r| in_trace(r))
+                        .map(|r| trace.stack[r as usize])
+                        .or_else(|| l.free_stack(trace))
+                        .map_or(Marks::default(), |s| marks.of(s))
+                } else {
+                    Marks::default()
+                };
                 let mut kept = [false; KEPT_FACTS];
                 kept[Kept::InPhase as usize] = in_phase;
                 kept[Kept::BeyondPhase as usize] = !in_phase;
@@ -498,7 +508,12 @@ pub fn classify_some(
             .iter()
             .enumerate()
             .filter(|&(i, s)| i == 0 || phases.span[i - 1] != *s)
-            .map(|(i, _)| (i as u32, phases.phase[i] == Phase::Backward))
+            .map(|(i, &s)| {
+                (
+                    i as u32,
+                    phases.phase[i] == Phase::Backward && phases.span_is_pass[s as usize],
+                )
+            })
             .collect(),
     }
 }

@@ -5,7 +5,11 @@
 //!
 //! An event's own stack decides when it says something: an allocation always does (an
 //! empty stack on a file whose allocations carry Python frames is the autograd engine's
-//! thread, which has none), a free does when the file records free stacks. The rest (frees
+//! thread, which has none), a free does when the file records the free's own stack (see
+//! [`Recorded`]: under `context="alloc"` PyTorch writes the allocation's stack on every
+//! free, which says nothing of who let go), and a `free_completed` says what its
+//! `free_requested` said (the request is where the program let go; the completion may come
+//! later, after other streams, carrying the allocation's stack). The rest (frees
 //! recorded without stacks, segment events) take the phase of the last event that said
 //! one, when the events around them agree: a free recorded without a stack happens where
 //! the program was, between two allocations of one phase; at a boundary between phases it
@@ -15,6 +19,7 @@
 use serde::Serialize;
 
 use crate::model::{Action, EventRange, StackId, Trace};
+use crate::replay::Replay;
 
 use super::marks::{Mark, Marks, StackMarks};
 
@@ -177,21 +182,35 @@ impl Annotated {
     }
 }
 
+/// Of the frees whose allocation carries frames, the share at or above which the file's
+/// free stacks are taken for copies of the allocations' (`context="alloc"`, where PyTorch
+/// records `context ? context : block->context_when_allocated`): a free of a temporary on
+/// the line that made it has its allocation's stack honestly, but not nearly every free.
+pub const ALLOC_STACK_COPIES: f64 = 0.9;
+
+/// Fewest such frees for that judgement: on fewer the share says little.
+const ALLOC_STACK_COPIES_MIN_FREES: usize = 16;
+
 /// What the stacks of a device's trace can say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recorded {
     /// Some allocation carries frames (`context` recorded allocations).
     pub alloc_stacks: bool,
-    /// Some free carries frames (`context="all"`).
+    /// Frees carry their own stacks (`context="all"`): some free has frames, and they are
+    /// not copies of the allocations' stacks.
     pub free_stacks: bool,
+    /// Nearly every free carries its allocation's stack (`context="alloc"`, see
+    /// `ALLOC_STACK_COPIES`): free stacks say nothing of who let go, and are not read.
+    pub free_stacks_are_allocations: bool,
 }
 
 impl Recorded {
-    /// What `trace` records.
-    pub fn of(trace: &Trace) -> Recorded {
+    /// What `trace` records; `replay` (its replay) pairs each free with its allocation.
+    pub fn of(trace: &Trace, replay: &Replay) -> Recorded {
         let mut r = Recorded {
             alloc_stacks: false,
             free_stacks: false,
+            free_stacks_are_allocations: false,
         };
         for (a, s) in trace.action.iter().zip(&trace.stack) {
             if *s == StackId::EMPTY {
@@ -204,6 +223,28 @@ impl Recorded {
             }
             if r.alloc_stacks && r.free_stacks {
                 break;
+            }
+        }
+        if r.free_stacks {
+            let (mut frees, mut copies) = (0usize, 0usize);
+            for l in &replay.lifetimes {
+                if l.traced_birth().is_none() || l.stack == StackId::EMPTY {
+                    continue;
+                }
+                let Some(f) = l.free_requested.or(l.freed) else {
+                    continue;
+                };
+                let Some(&s) = trace.stack.get(f as usize) else {
+                    continue;
+                };
+                frees += 1;
+                copies += usize::from(s == l.stack);
+            }
+            if frees >= ALLOC_STACK_COPIES_MIN_FREES
+                && copies as f64 >= ALLOC_STACK_COPIES * frees as f64
+            {
+                r.free_stacks = false;
+                r.free_stacks_are_allocations = true;
             }
         }
         r
@@ -227,6 +268,12 @@ pub struct Phases {
     pub phase_starts: Vec<u32>,
     /// Per span: whether it began with a forward (its pass includes the code after it).
     pub span_is_forward: Vec<bool>,
+    /// Per span: whether something other than a lone stackless free says it is a
+    /// backward (an allocation, or a free whose stack names the engine). A run of frees
+    /// without Python frames and no allocation between them is a thread letting go of
+    /// memory (a graph dropped on the engine's thread, a destructor), not a backward
+    /// pass: it neither cuts a release nor makes what it frees "freed in backward".
+    pub span_is_pass: Vec<bool>,
     /// The first event in a forward or backward (`None`: the trace has neither).
     pub first_work: Option<u32>,
     /// What the trace's stacks record.
@@ -240,8 +287,13 @@ impl Phases {
     /// `annotated` says what the device's `record_function` ranges add: an event whose
     /// stack says no phase (or none is recorded) takes the phase of the innermost
     /// phase-named range holding it.
-    pub(crate) fn of(trace: &Trace, marks: &mut StackMarks, annotated: Annotated) -> Phases {
-        let recorded = Recorded::of(trace);
+    pub(crate) fn of(
+        trace: &Trace,
+        replay: &Replay,
+        marks: &mut StackMarks,
+        annotated: Annotated,
+    ) -> Phases {
+        let recorded = Recorded::of(trace, replay);
         let n = trace.len();
         // Per stack id: its phase once computed (`u8::MAX`: not yet).
         let mut cache: Vec<u8> = Vec::new();
@@ -278,7 +330,17 @@ impl Phases {
                 other => annotated.phase(i).or(other),
             }
         };
-        let said: Vec<Option<Phase>> = (0..n).map(|i| said(i, marks)).collect();
+        let mut said: Vec<Option<Phase>> = (0..n).map(|i| said(i, marks)).collect();
+        // A completion says what its request said.
+        for l in &replay.lifetimes {
+            let (Some(r), Some(f)) = (l.free_requested, l.freed) else {
+                continue;
+            };
+            let (r, f) = (r as usize, f as usize);
+            if r < f && f < n && trace.action[f].frees() {
+                said[f] = said[r];
+            }
+        }
         // The next event that said a phase, from each event on.
         let mut next: Vec<Option<Phase>> = vec![None; n + 1];
         for i in (0..n).rev() {
@@ -314,6 +376,7 @@ impl Phases {
         let mut s = 0u32;
         let mut began = pass.first().copied().unwrap_or(Phase::Other);
         let mut span_is_forward = vec![began == Phase::Forward];
+        let mut span_is_pass = vec![false];
         for i in 0..n {
             // A forward and the code right after it (the loss, the logits processor, the
             // schedule's bookkeeping) are one pass: the span goes on until another phase
@@ -328,6 +391,7 @@ impl Phases {
                 s += 1;
                 began = pass[i];
                 span_is_forward.push(began == Phase::Forward);
+                span_is_pass.push(false);
                 if began != Phase::Other {
                     phase_starts.push(i as u32);
                 }
@@ -342,6 +406,12 @@ impl Phases {
             }
             if pass[i] == Phase::Forward && (i == 0 || pass[i - 1] != Phase::Forward) {
                 forward_starts.push(i as u32);
+            }
+            if pass[i] != Phase::Backward || a == Action::ALLOC || trace.stack[i] != StackId::EMPTY
+            {
+                if let Some(x) = span_is_pass.last_mut() {
+                    *x = true;
+                }
             }
             span.push(s);
         }
@@ -358,6 +428,7 @@ impl Phases {
             phase_starts,
             first_work,
             span_is_forward,
+            span_is_pass,
             recorded,
             annotated,
         }
