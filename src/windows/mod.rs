@@ -265,7 +265,7 @@ impl Measured {
 /// step is a unit; one that hands its activations to the next, as a pipeline's first
 /// stages do, is not, and the step is), the coarsest with enough windows to judge growth
 /// on ([`EVIDENCE`]): the outermost repetition, a micro-batch rather than its layers
-/// (which clean up too when nothing is kept for backward); else the finest there is.
+/// (which clean up too when nothing is kept for backward); else the coarsest there is.
 fn unit_of_work(measured: &[Measured]) -> Option<Choice> {
     let best = measured
         .iter()
@@ -289,15 +289,28 @@ fn unit_of_work(measured: &[Measured]) -> Option<Choice> {
         .copied()
         .filter(|&i| measured[i].quality.windows as usize >= EVIDENCE)
         .min_by(coarser);
-    let finest = |a: &usize, b: &usize| {
-        let (qa, qb) = (&measured[*a].quality, &measured[*b].quality);
-        qb.windows
-            .cmp(&qa.windows)
-            .then(qb.self_freed.total_cmp(&qa.self_freed))
+    // A coarser unit that the chosen one only cuts into pieces (every start of the
+    // coarser is a start of the finer, two or more of its windows in each): those are
+    // its layers, whose windows read what a pass holds to its end as kept. The coarser
+    // is the unit, however few its windows (two mini-batches of two micro-batches).
+    // The program's own marks (annotations, metadata, a schedule's micro-batches) are
+    // taken at their word: micro-batches marked inside marked steps stay the unit.
+    let split = |fine: usize| {
+        let f = &measured[fine].family;
+        let guessed = matches!(f.source, WindowSource::Frame | WindowSource::Site) && !f.schedule;
+        ok.iter()
+            .filter(|_| guessed)
+            .copied()
+            .filter(|&c| splits(&measured[fine].family.starts, &measured[c].family.starts))
+            .min_by(coarser)
     };
     let (index, rule) = match coarsest {
-        Some(i) => (i, Rule::Coarsest),
-        None => (ok.iter().copied().min_by(finest)?, Rule::Finest),
+        Some(i) => match split(i) {
+            Some(c) => (c, Rule::SplitByFiner),
+            None => (i, Rule::Coarsest),
+        },
+        // Fewer units than that: still the coarsest that repeats, never its pieces.
+        None => (ok.iter().copied().min_by(coarser)?, Rule::CoarsestShort),
     };
     Some(Choice {
         index,
@@ -305,6 +318,59 @@ fn unit_of_work(measured: &[Measured]) -> Option<Choice> {
         units,
         close: ok.len(),
     })
+}
+
+/// A first window shorter than this share of the median window, where the trace begins
+/// mid-work, is the tail of a unit begun before recording, not a unit.
+const PARTIAL_FIRST_SHARE: f64 = 0.5;
+
+/// The events that free memory allocated before the trace began (sorted): the tail of
+/// work begun before recording (a wrapped ring buffer, recording started mid-step).
+fn begun_before(replay: &Replay) -> Vec<u32> {
+    let mut v: Vec<u32> = replay
+        .lifetimes
+        .iter()
+        .filter(|l| l.before_trace())
+        .filter_map(|l| l.freed)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Drops a family's first window when it is a unit cut short by where the trace begins:
+/// it starts the family only because nothing before it was recorded, it lets go of
+/// memory made before the trace, and it is much shorter than the family's other windows
+/// ([`PARTIAL_FIRST_SHARE`]). Its events then lie before the first window, as a warm-up's
+/// do; counted as a window, the unit's release would read as memory freed where nothing
+/// was kept.
+fn trim_partial_first(starts: &mut Vec<u32>, events: u32, begun: &[u32]) {
+    if starts.len() <= MIN_WINDOWS {
+        return;
+    }
+    let (a, b) = (starts[0], starts[1]);
+    let frees_older = begun.partition_point(|&f| f < a) < begun.partition_point(|&f| f < b);
+    if !frees_older {
+        return;
+    }
+    let mut lens: Vec<u32> = starts
+        .windows(2)
+        .skip(1)
+        .map(|w| w[1] - w[0])
+        .chain(starts.last().map(|&l| events.saturating_sub(l)))
+        .collect();
+    lens.sort_unstable();
+    let median = lens[lens.len() / 2];
+    if f64::from(b - a) < PARTIAL_FIRST_SHARE * f64::from(median) {
+        starts.remove(0);
+    }
+}
+
+/// Whether the windows starting at `fine` only cut those starting at `coarse` into
+/// pieces: every coarse start is a fine start, and there are at least twice as many.
+fn splits(fine: &[u32], coarse: &[u32]) -> bool {
+    coarse.len() >= MIN_WINDOWS
+        && fine.len() >= 2 * coarse.len()
+        && coarse.iter().all(|s| fine.binary_search(s).is_ok())
 }
 
 /// Which family won, and by which rule.
@@ -320,8 +386,11 @@ struct Choice {
 enum Rule {
     /// The coarsest with at least [`EVIDENCE`] windows.
     Coarsest,
-    /// None has that many: the finest.
-    Finest,
+    /// None has that many: the coarsest there is (at least [`MIN_WINDOWS`]).
+    CoarsestShort,
+    /// The coarsest with that many only cuts a coarser unit into pieces (its layers):
+    /// the coarser.
+    SplitByFiner,
 }
 
 fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocations) -> Windows {
@@ -337,6 +406,10 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
     // A pipeline schedule's micro-batches are its own marks of its units of work, as
     // annotations are: measured with them.
     named.extend(pipeline::micro_batch_families(snap, device, attr));
+    let begun = begun_before(replay);
+    for f in &mut named {
+        trim_partial_first(&mut f.starts, events, &begun);
+    }
     let mut measured: Vec<Measured> = named
         .into_par_iter()
         .map(|f| {
@@ -363,6 +436,9 @@ fn auto(snap: &Snapshot, replay: &Replay, attr: &Attributor, allocs: &Allocation
         || sources::site_families(snap, device),
     );
     unnamed.extend(sites);
+    for f in &mut unnamed {
+        trim_partial_first(&mut f.starts, events, &begun);
+    }
     // Windows already measured (a schedule's micro-batches) are not measured again.
     unnamed.retain(|f| !measured.iter().any(|m| m.family.starts == f.starts));
     let considered = measured.len() + unnamed.len();
@@ -465,7 +541,10 @@ fn chosen(device: i64, events: u32, measured: Vec<Measured>, c: Choice, guessed:
     };
     let rule = match c.rule {
         Rule::Coarsest => format!("the coarsest with at least {EVIDENCE} windows"),
-        Rule::Finest => format!("the finest (none has {EVIDENCE} windows)"),
+        Rule::CoarsestShort => format!("the coarsest (none has {EVIDENCE} windows)"),
+        Rule::SplitByFiner => {
+            format!("the coarsest; those with {EVIDENCE} windows or more only cut it into pieces")
+        }
     };
     let reason = format!(
         "{what}: {} windows; of {} candidates, units of work: {}, of which {} free nearly as much in place as the best: {rule} ({:.0}% of a window's bytes freed in it, {:.0}% of windows alike and {:.0}% doing the same work, {:.0}% of allocations covered)",
