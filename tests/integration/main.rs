@@ -32,5 +32,6 @@ mod series;
 mod sizes;
 mod slice;
 mod special_outputs;
+mod sweep;
 mod timeline;
 mod windows;
