@@ -174,3 +174,88 @@ fn table_text(
     }
     t
 }
+
+/// What a leaks report finds, for comparing two recordings of one run: per device, each
+/// suspect's site, kind, rate and role, and each listed non-suspect's kind by site.
+struct Findings {
+    suspects: Vec<String>,
+    listed: BTreeMap<String, String>,
+}
+
+fn findings(path: &Path) -> Findings {
+    let report = session(path).leaks(&window_options("auto")).unwrap();
+    let mut suspects = Vec::new();
+    let mut listed = BTreeMap::new();
+    for d in &report.devices {
+        for s in &d.suspects {
+            suspects.push(format!(
+                "{} {} {} {} role {}",
+                d.device, s.site.label, s.kind, s.bytes_per_window, s.role
+            ));
+        }
+        for g in &d.not_suspects {
+            listed.insert(format!("{} {}", d.device, g.site.label), g.kind.to_string());
+        }
+    }
+    suspects.sort();
+    Findings { suspects, listed }
+}
+
+/// Every shipped scenario re-recorded as `context="alloc"` writes it (each free with its
+/// allocation's stack), with no free stacks, and with the allocation's stack on each
+/// completion only: the same suspects (site, kind, rate, role), and the sites listed as
+/// non-suspects both times of the same kind.
+#[test]
+fn verdicts_do_not_depend_on_how_frees_were_recorded() {
+    if !have_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    let mut scenarios: Vec<_> = std::fs::read_dir(fixture("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .collect();
+    scenarios.sort();
+    for path in &scenarios {
+        let before = findings(path);
+        for mode in ["alloc", "none", "completed_alloc"] {
+            let out = dir.path().join(format!("{}-{mode}.pickle", stem(path)));
+            let st = std::process::Command::new("python3")
+                .arg(root().join("fixtures/gen/recording.py"))
+                .args([path.as_os_str(), out.as_os_str()])
+                .args(["--free-stacks", mode])
+                .status()
+                .expect("python3 runs");
+            assert!(st.success());
+            let after = findings(&out);
+            if after.suspects != before.suspects {
+                differ.push(format!(
+                    "{} re-recorded {mode}:\n  before {:?}\n  after  {:?}",
+                    stem(path),
+                    before.suspects,
+                    after.suspects
+                ));
+            }
+            // A site listed both times keeps its kind, except memory held until a
+            // `gc.collect()`: only the free's own stack says the collector let go of it,
+            // and without that stack it is memory in flight.
+            for (site, kind) in &before.listed {
+                let now = after.listed.get(site);
+                let excused = mode != "completed_alloc" && kind == "gc-held";
+                if now.is_some_and(|k| k != kind) && !excused {
+                    differ.push(format!(
+                        "{} re-recorded {mode}: {site} {kind} became {now:?}",
+                        stem(path)
+                    ));
+                }
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 3 * 30, "only {compared} recordings compared");
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
