@@ -64,37 +64,33 @@ fn fresh_name() -> String {
 impl Temporary {
     /// Creates a new temporary file in `target`'s directory.
     pub(crate) fn file_beside(target: &Path) -> std::io::Result<(Temporary, File)> {
-        let dir = directory_of(target);
-        let mut last = None;
-        for _ in 0..NAME_TRIES {
-            // Registered before it exists, so a signal in between still finds it.
-            let t = Temporary::registered(dir.join(fresh_name()), false);
-            match std::fs::OpenOptions::new()
+        Temporary::fresh_beside(target, false, |p| {
+            std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
-                .open(&t.path)
-            {
-                Ok(f) => return Ok((t, f)),
-                Err(e) => {
-                    t.disown();
-                    if e.kind() != std::io::ErrorKind::AlreadyExists {
-                        return Err(e);
-                    }
-                    last = Some(e);
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no fresh temporary name")))
+                .open(p)
+        })
     }
 
     /// Creates a new temporary directory in `target`'s directory.
     pub(crate) fn dir_beside(target: &Path) -> std::io::Result<Temporary> {
-        let dir = directory_of(target);
+        Temporary::fresh_beside(target, true, |p| std::fs::create_dir(p)).map(|(t, ())| t)
+    }
+
+    /// Makes a temporary with `make` under a fresh name beside `target`, trying another
+    /// name where one is taken.
+    fn fresh_beside<T>(
+        target: &Path,
+        dir: bool,
+        make: impl Fn(&Path) -> std::io::Result<T>,
+    ) -> std::io::Result<(Temporary, T)> {
+        let parent = directory_of(target);
         let mut last = None;
         for _ in 0..NAME_TRIES {
-            let t = Temporary::registered(dir.join(fresh_name()), true);
-            match std::fs::create_dir(&t.path) {
-                Ok(()) => return Ok(t),
+            // Registered before it exists, so a signal in between still finds it.
+            let t = Temporary::registered(parent.join(fresh_name()), dir);
+            match make(&t.path) {
+                Ok(made) => return Ok((t, made)),
                 Err(e) => {
                     t.disown();
                     if e.kind() != std::io::ErrorKind::AlreadyExists {
