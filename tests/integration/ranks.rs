@@ -393,3 +393,63 @@ fn failures_carry_their_kind() {
     assert_eq!(kind(2), None, "not a snapshot: skipped");
     assert_eq!(v["skipped_files"], 1);
 }
+
+/// A run of four pipeline stages times two replicas whose last stage keeps each
+/// micro-batch's graph, recorded as `context="alloc"` records frees (each with its
+/// allocation's stack): the last stage's ranks and no others are flagged, each with the
+/// receive buffer as its top suspect at 16 MiB per micro-batch (the generator's buffer
+/// size), and `leaks` on one of their files calls it retained.
+#[test]
+fn a_stage_that_keeps_its_graph_is_flagged_whatever_the_free_stacks() {
+    if !have_python() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    for mode in ["alloc", "own", "none"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("python3")
+            .arg(root().join("fixtures/gen/sweep.py"))
+            .args(["--out", dir.path().to_str().unwrap(), "--run-dir", "4", "2"])
+            .args(["--free-stacks", mode])
+            .output()
+            .expect("python3 runs");
+        assert!(out.status.success());
+        let last: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(last, [3, 7]);
+        let v = ranks_json(dir.path());
+        let rows = v["ranks"].as_array().unwrap();
+        assert_eq!(rows.len(), 8);
+        for r in rows {
+            let rank = r["rank"].as_u64().unwrap();
+            let keeps = last.contains(&rank);
+            assert_eq!(r["outlier"], keeps, "{mode}: rank {rank}");
+            if keeps {
+                let label = r["top_suspect"]["label"].as_str().unwrap();
+                assert!(
+                    label.ends_with(":create_tensor_recv_prev"),
+                    "{mode}: {label}"
+                );
+                assert_eq!(r["top_suspect_bytes_per_window"], 16 << 20, "{mode}");
+            } else {
+                assert_eq!(r["growth_bytes_per_window"], 0, "{mode}: rank {rank}");
+            }
+        }
+        let file = dir.path().join("step1/rollout_rank3_pid4003.pickle");
+        let leaks = leakscope_json(&["leaks", file.to_str().unwrap()]);
+        let suspect = leaks["devices"][0]["suspects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["site"]["label"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(":create_tensor_recv_prev")
+            })
+            .expect("the receive buffer is a suspect");
+        assert_eq!(suspect["kind"], "retained", "{mode}");
+    }
+}
