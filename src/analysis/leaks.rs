@@ -319,6 +319,10 @@ pub struct TraceFacts {
     pub wrapped: bool,
     /// Events in the trace.
     pub events: u64,
+    /// What the free events' stacks are: `own` (the freeing code's, `context="all"`),
+    /// `allocation` (each free carries its allocation's, as `context="alloc"` records
+    /// them: who let go is not read from them), `none` (no free carries frames).
+    pub free_stacks: &'static str,
 }
 
 /// The leak finder's findings on one device.
@@ -1261,7 +1265,7 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
-        trace: facts(replay, windows),
+        trace: facts(replay, windows, attr),
         suspects: Vec::new(),
         not_suspects: Vec::new(),
         groups: Vec::new(),
@@ -1272,16 +1276,22 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
             end,
         }),
         units_differ: false,
-        capture: super::capture::advice(windows, facts(replay, windows).wrapped),
+        capture: super::capture::advice(windows, facts(replay, windows, attr).wrapped),
         reserved_growth: None,
         gc_held: None,
     }
 }
 
-fn facts(replay: &Replay, windows: &Windows) -> TraceFacts {
+fn facts(replay: &Replay, windows: &Windows, attr: &Attributor) -> TraceFacts {
+    let free_stacks = match attr.roles().map(|r| r.recorded) {
+        Some(r) if r.free_stacks_are_allocations => "allocation",
+        Some(r) if !r.free_stacks => "none",
+        _ => "own",
+    };
     TraceFacts {
         wrapped: replay.pre_trace_blocks > 0 || replay.unmatched_frees > 0,
         events: windows.events as u64,
+        free_stacks,
     }
 }
 
@@ -1360,13 +1370,13 @@ pub fn leaks(
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
-        trace: facts(replay, windows),
+        trace: facts(replay, windows, attr),
         suspects: suspects.into_iter().map(|s| s.0).collect(),
         not_suspects: others,
         groups,
         no_verdicts: None,
         units_differ: false,
-        capture: super::capture::advice(windows, facts(replay, windows).wrapped),
+        capture: super::capture::advice(windows, facts(replay, windows, attr).wrapped),
         reserved_growth: None,
         gc_held: gc,
     }

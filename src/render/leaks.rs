@@ -60,12 +60,19 @@ fn windows_unit(w: &crate::analysis::leaks::WindowInfo) -> String {
     }
 }
 
+/// What frees that carry their allocations' stacks mean for the verdicts.
+const ALLOC_FREE_STACKS: &str = "frees carry their allocations' stacks (recorded with \
+                                 context=\"alloc\"): who let go of memory is not read from them";
+
 fn header(r: &DeviceLeaks) -> String {
-    let wrapped = if r.trace.wrapped {
+    let mut wrapped = if r.trace.wrapped {
         format!("\n  {WRAPPED}")
     } else {
         String::new()
     };
+    if r.trace.free_stacks == "allocation" {
+        wrapped.push_str(&format!("\n  {ALLOC_FREE_STACKS}"));
+    }
     if !r.windows.verdicts {
         return format!(
             "device {}: {} events, the whole trace one window{wrapped}\n",

@@ -180,13 +180,19 @@ fn table_text(
 struct Findings {
     suspects: Vec<String>,
     listed: BTreeMap<String, String>,
+    /// Per device with a trace: what its free stacks were read as.
+    free_stacks: Vec<&'static str>,
 }
 
 fn findings(path: &Path) -> Findings {
     let report = session(path).leaks(&window_options("auto")).unwrap();
     let mut suspects = Vec::new();
     let mut listed = BTreeMap::new();
+    let mut free_stacks = Vec::new();
     for d in &report.devices {
+        if d.trace.events > 0 {
+            free_stacks.push(d.trace.free_stacks);
+        }
         for s in &d.suspects {
             suspects.push(format!(
                 "{} {} {} {} role {}",
@@ -198,7 +204,11 @@ fn findings(path: &Path) -> Findings {
         }
     }
     suspects.sort();
-    Findings { suspects, listed }
+    Findings {
+        suspects,
+        listed,
+        free_stacks,
+    }
 }
 
 /// Every shipped scenario re-recorded as `context="alloc"` writes it (each free with its
@@ -249,6 +259,23 @@ fn verdicts_do_not_depend_on_how_frees_were_recorded() {
                 if now.is_some_and(|k| k != kind) && !excused {
                     differ.push(format!(
                         "{} re-recorded {mode}: {site} {kind} became {now:?}",
+                        stem(path)
+                    ));
+                }
+            }
+            // The report says how the frees were recorded: every trace re-recorded with
+            // the allocations' stacks, or without free stacks, is read as such. (With the
+            // allocation's stack on completions only, a file whose requests carry few
+            // frames of their own may be read either way; its verdicts are what count.)
+            let said = match mode {
+                "alloc" => Some("allocation"),
+                "none" => Some("none"),
+                _ => None,
+            };
+            for f in after.free_stacks.iter().filter(|_| said.is_some()) {
+                if Some(*f) != said {
+                    differ.push(format!(
+                        "{} re-recorded {mode}: free stacks read as {f}, not {said:?}",
                         stem(path)
                     ));
                 }

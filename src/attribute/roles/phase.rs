@@ -182,7 +182,8 @@ impl Annotated {
     }
 }
 
-/// Of the frees whose allocation carries frames, the share at or above which the file's
+/// Of the free events with frames whose allocation carries frames, the share at or above
+/// which the file's
 /// free stacks are taken for copies of the allocations' (`context="alloc"`, where PyTorch
 /// records `context ? context : block->context_when_allocated`): a free of a temporary on
 /// the line that made it has its allocation's stack honestly, but not nearly every free.
@@ -226,20 +227,38 @@ impl Recorded {
             }
         }
         if r.free_stacks {
-            let (mut frees, mut copies) = (0usize, 0usize);
+            // Per kind of free event (request, completion), of those with frames whose
+            // allocation has frames: how many, and how many carry the allocation's stack.
+            // The requests decide where they have frames (a completion may carry the
+            // allocation's stack when it comes late); else the completions.
+            let (mut req, mut done) = ((0usize, 0usize), (0usize, 0usize));
             for l in &replay.lifetimes {
                 if l.traced_birth().is_none() || l.stack == StackId::EMPTY {
                     continue;
                 }
-                let Some(f) = l.free_requested.or(l.freed) else {
-                    continue;
-                };
-                let Some(&s) = trace.stack.get(f as usize) else {
-                    continue;
-                };
-                frees += 1;
-                copies += usize::from(s == l.stack);
+                for f in [l.free_requested, l.freed].into_iter().flatten() {
+                    let f = f as usize;
+                    let (Some(&a), Some(&s)) = (trace.action.get(f), trace.stack.get(f)) else {
+                        continue;
+                    };
+                    let count = if a == Action::FREE_REQUESTED {
+                        &mut req
+                    } else if a.frees() {
+                        &mut done
+                    } else {
+                        continue;
+                    };
+                    if s != StackId::EMPTY {
+                        count.0 += 1;
+                        count.1 += usize::from(s == l.stack);
+                    }
+                }
             }
+            let (frees, copies) = if req.0 >= ALLOC_STACK_COPIES_MIN_FREES {
+                req
+            } else {
+                done
+            };
             if frees >= ALLOC_STACK_COPIES_MIN_FREES
                 && copies as f64 >= ALLOC_STACK_COPIES * frees as f64
             {
