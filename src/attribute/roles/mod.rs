@@ -353,6 +353,64 @@ fn applies(w: &When, f: &Facts, stacks: bool) -> bool {
         && w.kept.is_none_or(|k| f.kept(k))
 }
 
+/// Fewest earlier phase spans whose memory one run of frees lets go of, for that run to
+/// be a release of kept memory rather than a backward's own frees: a backward frees what
+/// its own forward saved and the input received before it (two spans; three where a
+/// recomputed forward is counted apart).
+const BURST_PASSES: usize = 4;
+
+/// The free events (sorted) of release bursts that a phase reading may call a backward:
+/// runs of frees with no allocation between them (cut by the order of events, never by
+/// their stacks) that let go of memory made in [`BURST_PASSES`] or more earlier spans.
+/// Such a run is kept memory dropped at once (a list of outputs released after the
+/// mini-batch, on a thread with no Python frames), whatever its frees' stacks say.
+fn release_bursts(trace: &Trace, replay: &Replay, phases: &Phases) -> Vec<u32> {
+    // (free event, span of the allocation) for frees read as backward.
+    let mut frees: Vec<(u32, u32)> = replay
+        .lifetimes
+        .iter()
+        .filter_map(|l| {
+            let (a, f) = (l.traced_birth()?, l.freed?);
+            let (ai, fi) = (a as usize, f as usize);
+            (fi < trace.len() && phases.phase[fi] == Phase::Backward && ai < trace.len())
+                .then(|| (f, phases.span[ai]))
+        })
+        .collect();
+    if frees.len() < BURST_PASSES {
+        return Vec::new();
+    }
+    frees.sort_unstable();
+    // The traced births come in event order (lifetimes are by birth).
+    let births: Vec<u32> = replay
+        .lifetimes
+        .iter()
+        .filter_map(|l| l.traced_birth())
+        .collect();
+    let allocs_before = |e: u32| births.partition_point(|&b| b < e);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=frees.len() {
+        let cut = i == frees.len() || allocs_before(frees[i].0) != allocs_before(frees[i - 1].0);
+        if !cut {
+            continue;
+        }
+        let run = &frees[start..i];
+        let mut spans: Vec<u32> = run
+            .iter()
+            .filter(|&&(f, s)| phases.span.get(f as usize) != Some(&s))
+            .map(|&(_, s)| s)
+            .collect();
+        spans.sort_unstable();
+        spans.dedup();
+        if spans.len() >= BURST_PASSES {
+            out.extend(run.iter().map(|&(f, _)| f));
+        }
+        start = i;
+    }
+    out.sort_unstable();
+    out
+}
+
 /// Classifies every allocation of `replay` (a device of `snap` with trace `trace`).
 pub fn classify(
     snap: &Snapshot,
@@ -412,6 +470,7 @@ pub fn classify_some(
         };
         (r != u8::MAX).then_some(r as usize)
     };
+    let bursts = release_bursts(trace, replay, &phases);
     let mut decided = Vec::with_capacity(replay.lifetimes.len());
     let mut freed_in_backward = Vec::with_capacity(replay.lifetimes.len());
     for (i, l) in replay.lifetimes.iter().enumerate() {
@@ -432,6 +491,7 @@ pub fn classify_some(
                 phases.phase[f as usize] == Phase::Backward
                     && phases.span_is_pass[sf as usize]
                     && phases.span[a as usize] != sf
+                    && bursts.binary_search(&f).is_err()
             }
             _ => false,
         };

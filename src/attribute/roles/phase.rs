@@ -426,7 +426,10 @@ impl Phases {
             if pass[i] == Phase::Forward && (i == 0 || pass[i - 1] != Phase::Forward) {
                 forward_starts.push(i as u32);
             }
-            if pass[i] != Phase::Backward || a == Action::ALLOC || trace.stack[i] != StackId::EMPTY
+            // A completion's stack is no evidence: it says what its request said.
+            if pass[i] != Phase::Backward
+                || a == Action::ALLOC
+                || (trace.stack[i] != StackId::EMPTY && !a.frees())
             {
                 if let Some(x) = span_is_pass.last_mut() {
                     *x = true;
