@@ -67,22 +67,23 @@ pub fn resolve(output: &Path) -> Result<Target, OutputError> {
             if ft.is_dir() {
                 return Err(refused("it is a directory; name a file".into()));
             }
-            match special_kind(&ft) {
-                Special::Char => Ok(Target::Stream {
+            use crate::load::SpecialFile;
+            match SpecialFile::of(&ft) {
+                Some(SpecialFile::CharDevice) => Ok(Target::Stream {
                     path: output.to_path_buf(),
                     kind: "character device",
                 }),
-                Special::Fifo => Ok(Target::Stream {
+                Some(SpecialFile::Fifo) => Ok(Target::Stream {
                     path: output.to_path_buf(),
                     kind: "FIFO",
                 }),
-                Special::Block => Err(refused(
+                Some(SpecialFile::BlockDevice) => Err(refused(
                     "it is a block device; name a regular file, a character device, a FIFO or - for standard output".into(),
                 )),
-                Special::Socket => Err(refused(
+                Some(SpecialFile::Socket) => Err(refused(
                     "it is a socket, which cannot be opened as a file; name a regular file or - for standard output".into(),
                 )),
-                Special::Other => Err(refused("it is not a regular file".into())),
+                _ => Err(refused("it is not a regular file".into())),
             }
         }
         Err(e) => match unfollowable(output, &e) {
@@ -154,35 +155,6 @@ fn unfollowable(output: &Path, e: &std::io::Error) -> Option<OutputError> {
         output: output.to_path_buf(),
         why,
     })
-}
-
-enum Special {
-    Char,
-    Fifo,
-    Block,
-    Socket,
-    Other,
-}
-
-#[cfg(unix)]
-fn special_kind(ft: &std::fs::FileType) -> Special {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_char_device() {
-        Special::Char
-    } else if ft.is_fifo() {
-        Special::Fifo
-    } else if ft.is_block_device() {
-        Special::Block
-    } else if ft.is_socket() {
-        Special::Socket
-    } else {
-        Special::Other
-    }
-}
-
-#[cfg(not(unix))]
-fn special_kind(_: &std::fs::FileType) -> Special {
-    Special::Other
 }
 
 fn is_loop(e: &std::io::Error) -> bool {
