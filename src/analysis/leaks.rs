@@ -875,17 +875,15 @@ fn release_of(
             }
         }
     }
-    // Free stacks that copy the allocations' (`context="alloc"`) name no releaser.
-    let own_free_stacks = attr
-        .roles()
-        .is_none_or(|r| !r.recorded.free_stacks_are_allocations);
     let snap = attr.snapshot();
-    let site = first
-        .free_stack(snap.trace(replay.device))
-        .filter(|_| own_free_stacks)
-        .filter(|st| !snap.stacks.get(*st).is_empty())
-        .and_then(|st| attr.key(st))
-        .map(|k| attr.site(k).clone());
+    let trace = snap.trace(replay.device);
+    let site = match attr.roles() {
+        Some(r) => r.recorded.releaser_stack(first, trace),
+        None => first.free_stack(trace),
+    }
+    .filter(|st| !snap.stacks.get(*st).is_empty())
+    .and_then(|st| attr.key(st))
+    .map(|k| attr.site(k).clone());
     Some(Release {
         event_index: burst_start,
         site,
@@ -1259,13 +1257,13 @@ fn growing_allocations(s: &Survivors, replay: &Replay, windows: &Windows) -> Vec
 }
 
 fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -> DeviceLeaks {
+    let trace = facts(replay, windows, attr);
     let snap = attr.snapshot();
     let peak = point_after(snap, replay, At::Peak, replay.peak().0);
     let end = point_after(snap, replay, At::End, replay.last_event());
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
-        trace: facts(replay, windows, attr),
         suspects: Vec::new(),
         not_suspects: Vec::new(),
         groups: Vec::new(),
@@ -1276,7 +1274,8 @@ fn without_verdicts(replay: &Replay, windows: &Windows, attr: &mut Attributor) -
             end,
         }),
         units_differ: false,
-        capture: super::capture::advice(windows, facts(replay, windows, attr).wrapped),
+        capture: super::capture::advice(windows, trace.wrapped),
+        trace,
         reserved_growth: None,
         gc_held: None,
     }
@@ -1367,16 +1366,17 @@ pub fn leaks(
         gr.roles
             .sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.role.cmp(&b.role)));
     }
+    let trace = facts(replay, windows, attr);
     DeviceLeaks {
         device: replay.device,
         windows: WindowInfo::of(windows),
-        trace: facts(replay, windows, attr),
         suspects: suspects.into_iter().map(|s| s.0).collect(),
         not_suspects: others,
         groups,
         no_verdicts: None,
         units_differ: false,
-        capture: super::capture::advice(windows, facts(replay, windows, attr).wrapped),
+        capture: super::capture::advice(windows, trace.wrapped),
+        trace,
         reserved_growth: None,
         gc_held: gc,
     }

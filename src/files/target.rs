@@ -194,6 +194,14 @@ fn is_stdout(_: &std::fs::Metadata) -> bool {
     false
 }
 
+/// The directory `target` lies in (`.` for a bare name).
+pub(crate) fn directory_of(target: &Path) -> PathBuf {
+    match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// A path that says where `output` lands, for telling two outputs apart: the real path
 /// of a file (its directory's real path and its name when it does not exist yet), or
 /// `-` for standard output.
@@ -204,10 +212,7 @@ pub(crate) fn landing_key(output: &Path) -> Result<PathBuf, OutputError> {
             if let Ok(c) = std::fs::canonicalize(&real) {
                 c
             } else {
-                let dir = match real.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
+                let dir = directory_of(&real);
                 let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
                 match real.file_name() {
                     Some(n) => dir.join(n),

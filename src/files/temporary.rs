@@ -37,14 +37,6 @@ pub(crate) struct Temporary {
     armed: bool,
 }
 
-/// The directory `target` lies in (`.` for a bare name).
-fn directory_of(target: &Path) -> PathBuf {
-    match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// `.leakscope-` and 12 hex digits from a per-process random hasher, the PID, the clock and
 /// a counter: never the target's own name, which may already be at the length limit.
 fn fresh_name() -> String {
@@ -84,7 +76,7 @@ impl Temporary {
         dir: bool,
         make: impl Fn(&Path) -> std::io::Result<T>,
     ) -> std::io::Result<(Temporary, T)> {
-        let parent = directory_of(target);
+        let parent = super::target::directory_of(target);
         let mut last = None;
         for _ in 0..NAME_TRIES {
             // Registered before it exists, so a signal in between still finds it.

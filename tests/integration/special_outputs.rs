@@ -355,23 +355,7 @@ fn a_long_output_name_works_and_a_stale_temporary_does_not_block_the_next_run() 
     let big = p.dir.path().join("big.pickle");
     big_snapshot(&big, 200_000);
     let tables = p.dir.path().join("tables");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-        .args(["export", s(&big), "--parquet", s(&tables)])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut stale = Vec::new();
-    while child.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 60 {
-        stale = temporaries(p.dir.path());
-        if !stale.is_empty() {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    let _ = child.wait();
+    let (_, stale) = export_signalled_once_staged(&big, &tables, libc::SIGKILL);
     assert!(
         !stale.is_empty(),
         "the killed run's temporary was never seen"
@@ -465,27 +449,42 @@ fn sigint_and_sigterm_during_an_export_leave_no_temporary() {
     big_snapshot(&big, 300_000);
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let out = p.dir.path().join("tables");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_leakscope"))
-            .args(["export", s(&big), "--parquet", s(&out)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        let mut seen = false;
-        while child.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 60 {
-            if !temporaries(p.dir.path()).is_empty() {
-                seen = true;
-                // SAFETY: a signal to our own child.
-                unsafe { libc::kill(child.id() as i32, sig) };
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        let st = child.wait().unwrap();
-        assert!(seen, "the export finished before its temporary was seen");
+        let (st, seen) = export_signalled_once_staged(&big, &out, sig);
+        assert!(
+            !seen.is_empty(),
+            "the export finished before its temporary was seen"
+        );
         assert_eq!(st.signal(), Some(sig), "{st:?}");
         assert_eq!(temporaries(p.dir.path()), Vec::<String>::new());
         assert!(!out.exists());
     }
+}
+
+/// Runs `export BIG --parquet TABLES` and sends it `sig` as soon as its temporary shows
+/// beside `tables`; returns how it ended and the temporaries seen then (none: it ended
+/// first).
+fn export_signalled_once_staged(
+    big: &Path,
+    tables: &Path,
+    sig: libc::c_int,
+) -> (std::process::ExitStatus, Vec<String>) {
+    let dir = tables.parent().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_leakscope"))
+        .args(["export", s(big), "--parquet", s(tables)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    while child.try_wait().unwrap().is_none() && started.elapsed().as_secs() < 60 {
+        seen = temporaries(dir);
+        if !seen.is_empty() {
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(child.id() as i32, sig) };
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    (child.wait().unwrap(), seen)
 }

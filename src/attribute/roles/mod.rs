@@ -512,17 +512,10 @@ pub fn classify_some(
             Some(a) => {
                 let ai = a as usize;
                 let in_phase = freed.is_some_and(|f| phases.span[f as usize] == phases.span[ai]);
-                // Who let go: the request's stack (a late completion may carry the
-                // allocation's), and nothing where free stacks are the allocations'.
-                let freed_by = if phases.recorded.free_stacks {
-                    l.free_requested
-                        .filter(|&r| in_trace(r))
-                        .map(|r| trace.stack[r as usize])
-                        .or_else(|| l.free_stack(trace))
-                        .map_or(Marks::default(), |s| marks.of(s))
-                } else {
-                    Marks::default()
-                };
+                let freed_by = phases
+                    .recorded
+                    .releaser_stack(l, trace)
+                    .map_or(Marks::default(), |s| marks.of(s));
                 let mut kept = [false; KEPT_FACTS];
                 kept[Kept::InPhase as usize] = in_phase;
                 kept[Kept::BeyondPhase as usize] = !in_phase;

@@ -19,7 +19,7 @@
 use serde::Serialize;
 
 use crate::model::{Action, EventRange, StackId, Trace};
-use crate::replay::Replay;
+use crate::replay::{Lifetime, Replay};
 
 use super::marks::{Mark, Marks, StackMarks};
 
@@ -206,6 +206,18 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// The stack that says who let go of `l`: its request's (a late completion may carry
+    /// the allocation's), else its completion's; `None` where the file's free stacks are
+    /// not the frees' own (none recorded, or copies of the allocations').
+    pub fn releaser_stack(&self, l: &Lifetime, trace: &Trace) -> Option<StackId> {
+        if !self.free_stacks {
+            return None;
+        }
+        l.free_requested
+            .and_then(|r| trace.stack.get(r as usize).copied())
+            .or_else(|| l.free_stack(trace))
+    }
+
     /// What `trace` records; `replay` (its replay) pairs each free with its allocation.
     pub fn of(trace: &Trace, replay: &Replay) -> Recorded {
         let mut r = Recorded {
